@@ -25,6 +25,7 @@ use crate::conditions::Condition;
     plural = "kuryrloadbalancers",
     shortname = "klb",
     namespaced,
+    category = "kuryr",
     status = "KuryrLoadBalancerStatus",
     derive = "PartialEq",
     doc = "Octavia load balancer of one Service: desired listeners/members in spec, what exists in status.",

@@ -21,6 +21,7 @@ use crate::conditions::Condition;
     plural = "kuryrnetworks",
     shortname = "kns",
     namespaced,
+    category = "kuryr",
     status = "KuryrNetworkStatus",
     derive = "PartialEq",
     doc = "Neutron network, subnet and router interface of one Namespace.",

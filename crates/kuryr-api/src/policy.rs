@@ -20,6 +20,7 @@ use crate::conditions::Condition;
     plural = "kuryrnetworkpolicies",
     shortname = "knp",
     namespaced,
+    category = "kuryr",
     status = "KuryrNetworkPolicyStatus",
     derive = "PartialEq",
     doc = "Neutron security group implementing one NetworkPolicy: desired rules in spec, created ones in status.",

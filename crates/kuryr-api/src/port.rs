@@ -25,6 +25,7 @@ pub const DEFAULT_IFNAME: &str = "eth0";
     plural = "kuryrports",
     shortname = "kp",
     namespaced,
+    category = "kuryr",
     status = "KuryrPortStatus",
     derive = "PartialEq",
     doc = "Neutron port(s) of one Pod: requested in spec, allocated and reported in status.vifs.",
