@@ -210,3 +210,32 @@ fn upstream_kuryrnetworkpolicy_round_trips_unchanged() {
     assert!(!status.security_group_rules[0].same_rule(&spec.ingress_sg_rules[0].sg_rule));
     assert_eq!(reparse(&knp), original);
 }
+
+#[test]
+fn ovo_without_port_id_or_network_is_a_clear_error() {
+    let vif = fixture("upstream_kuryrport_neutron_vif.json")["status"]["vifs"]["eth0"]["vif"].clone();
+
+    let mut no_id = vif.clone();
+    no_id["versioned_object.data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("id");
+    let err = Vif::from_value(no_id).unwrap_err().to_string();
+    assert!(err.contains("VIFOpenVSwitch has no string id"), "{err}");
+
+    let mut no_network = vif;
+    no_network["versioned_object.data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("network");
+    let err = Vif::from_value(no_network).unwrap_err().to_string();
+    assert!(err.contains("has no network"), "{err}");
+}
+
+#[test]
+fn typed_vif_missing_required_fields_names_them() {
+    let err = Vif::from_value(serde_json::json!({"type": "nested-vlan", "portId": "p"}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("networkId"), "{err}");
+}
