@@ -1,0 +1,85 @@
+//! Where the running lab is and what it bootstrapped, read from `$KURYR_LAB_STATE/lab.json` (written by
+//! `lab/lab up`). Tests in this crate talk to those real servers; without a lab they fail and say how to start
+//! one, never skip.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// One worker "VM": a network namespace whose eth0 is plugged into OVN as the VM's Neutron parent port.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabVm {
+    /// Kubernetes Node name and Neutron port name.
+    pub name: String,
+    /// Network namespace holding the VM's NIC (`eth0`).
+    pub netns: String,
+    pub port_id: String,
+    pub mac: String,
+    pub ip: String,
+    pub trunk_id: String,
+}
+
+/// The lab as `lab/lab up` left it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Lab {
+    pub state_dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    /// clouds.yaml with the clouds `kuryr-lab` (admin, password), `kuryr-lab-noauth` (when Neutron/Octavia run
+    /// without Keystone) and `kuryr-lab-appcred` (application credential, when created).
+    pub clouds_yaml: PathBuf,
+    pub cloud: String,
+    /// `keystone` or `noauth`.
+    pub auth: String,
+    pub keystone_url: Option<String>,
+    pub neutron_url: String,
+    pub octavia_url: String,
+    pub project_id: String,
+    pub region: String,
+    pub chassis: String,
+    pub service_cluster_ip_range: String,
+    pub pod_network_id: String,
+    pub pod_subnet_id: String,
+    pub pod_subnet_cidr: String,
+    pub service_network_id: String,
+    pub service_subnet_id: String,
+    pub service_subnet_cidr: String,
+    pub router_id: String,
+    pub external_network_id: String,
+    pub external_subnet_id: String,
+    /// Octavia providers enabled in the lab (`ovn`, `amphora`).
+    pub octavia_providers: Vec<String>,
+    pub vms: Vec<LabVm>,
+}
+
+impl Lab {
+    /// The state directory: `$KURYR_LAB_STATE`, else the lab's default.
+    pub fn state_dir() -> PathBuf {
+        std::env::var_os("KURYR_LAB_STATE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/lib/kuryr-lab"))
+    }
+
+    /// Loads the running lab's description.
+    pub fn load() -> anyhow::Result<Lab> {
+        Self::load_from(&Self::state_dir())
+    }
+
+    pub fn load_from(dir: &Path) -> anyhow::Result<Lab> {
+        let path = dir.join("lab.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "no running lab ({}: {e}); start one with `lab/lab up` (or set KURYR_LAB_STATE)",
+                path.display()
+            )
+        })?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Like [`Lab::load`], for tests: panics with the reason and the command that fixes it.
+    pub fn require() -> Lab {
+        match Self::load() {
+            Ok(lab) => lab,
+            Err(e) => panic!("this test needs the lab: {e:#}"),
+        }
+    }
+}

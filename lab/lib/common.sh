@@ -1,0 +1,60 @@
+# Shared settings and helpers for the lab scripts. Sourced, never run.
+# Everything lives on 127.0.0.1 or inside network namespaces the lab creates; nothing gets an address in the root
+# namespace, and 192.0.2.0/24 (the machine's own eth0) is never used.
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_DIR=$(cd "$LAB_DIR/.." && pwd)
+LAB_STATE=${KURYR_LAB_STATE:-/var/lib/kuryr-lab}
+LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
+KUBE_VERSION=1.20.2
+KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION/bin}
+LAB_VMS=${KURYR_LAB_VMS:-3}
+# Lab option: auth for Neutron/Octavia. keystone (default, as every real cloud) or noauth.
+LAB_AUTH=${KURYR_LAB_AUTH:-keystone}
+# Keystone token lifetime in seconds (short values let tests see tokens expire mid-run).
+LAB_TOKEN_EXPIRATION=${KURYR_LAB_TOKEN_EXPIRATION:-3600}
+
+# Ports, all on 127.0.0.1.
+P_ETCD=22379 P_ETCD_PEER=22380 P_KAPI=26443 P_KCM=20257 P_KSCHED=20259
+P_DB=23306 P_NB=26641 P_SB=26642 P_KEYSTONE=25000 P_NEUTRON=29696 P_OCTAVIA=29876
+P_AMQP=25673 P_EPMD=24369 P_OCT_HM=25555
+
+# Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
+POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1
+SVC_CIDR=198.19.0.0/16 SVC_GW=198.19.255.254
+EXT_CIDR=203.0.113.0/24 EXT_GW=203.0.113.1
+CHASSIS=lab-hv1
+NETNS_PREFIX=kuryr-
+LAB_PROJECT=kuryr
+LAB_REGION=RegionOne
+ADMIN_PASSWORD=lab-admin-secret
+SERVICE_PASSWORD=lab-service-secret
+
+log() { printf '[lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf '[lab %s] ERROR: %s\n' "$(date +%H:%M:%S)" "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.1f", a-b}'; }
+
+# waitfor WHAT TIMEOUT_S CMD...: run CMD every 0.2 s until it succeeds.
+waitfor() {
+  local what=$1 secs=$2 i; shift 2
+  for ((i = 0; i < secs * 5; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  log "timed out after ${secs}s waiting for $what"; return 1
+}
+
+# fail_component NAME LOGFILE: a failed start names the component and shows the tail of its log.
+fail_component() {
+  log "component '$1' failed to start; last lines of $2:"
+  tail -n 25 "$2" >&2 2>/dev/null || true
+  exit 1
+}
+
+pidfile() { echo "$LAB_STATE/pids/$1.pid"; }
+running() { local f; f=$(pidfile "$1"); [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+
+# start NAME LOGFILE CMD...: start CMD in its own session (so 'down' can kill its whole group), record its pid.
+start() {
+  local name=$1 logf=$2; shift 2
+  mkdir -p "$LAB_STATE/pids" "$(dirname "$logf")"
+  setsid "$@" >"$logf" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$name")"
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what the lab needs: Debian packages, one pinned Python venv per OpenStack service, and the Kubernetes
+# binaries (built from Debian's source package). Everything heavy is cached in $KURYR_LAB_CACHE, keyed by what
+# it was built from, so a second run takes about a second.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+APT_PACKAGES=(etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev mariadb-server rabbitmq-server
+  openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
+  python3-venv procps psmisc kmod)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >"$LAB_CACHE.apt.log" 2>&1 \
+    || { tail -20 "$LAB_CACHE.apt.log"; die "apt-get install failed"; }
+fi
+mkdir -p "$LAB_CACHE"
+
+# venv NAME: lab/requirements/NAME.txt is the full pinned freeze of a venv that worked here; the venv is cached
+# under a key made of that file and the Python version, so a change of pins builds a new one.
+venv() {
+  local name=$1 req="$LAB_DIR/requirements/$1.txt" key dir
+  key=$( (cat "$req"; python3 -V) | sha256sum | cut -c1-12)
+  dir="$LAB_CACHE/venv/$name-$key"
+  if [ ! -x "$dir/bin/python" ] || [ ! -f "$dir/.complete" ]; then
+    log "venv $name: installing pinned requirements (first time ~1 min)"
+    rm -rf "$dir"; python3 -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check -r "$req" >"$dir.log" 2>&1 \
+      || { tail -20 "$dir.log"; die "pip install for the $name venv failed"; }
+    touch "$dir/.complete"
+  fi
+  ln -sfn "$dir" "$LAB_CACHE/venv/$name"
+}
+mkdir -p "$LAB_CACHE/venv"
+venv keystone & p1=$!
+venv neutron & p2=$!
+venv octavia & p3=$!
+rc=0; wait $p1 || rc=1; wait $p2 || rc=1; wait $p3 || rc=1
+[ $rc = 0 ] || die "a venv failed to install"
+
+bash "$LAB_DIR/lib/build-kube.sh"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Kubernetes control plane: etcd, kube-apiserver (token auth + RBAC, TLS from a lab CA with a CA:FALSE server
+# certificate — rustls rejects a self-signed CA:TRUE cert), kube-controller-manager, kube-scheduler.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+K=$LAB_STATE/k8s
+mkdir -p "$K/etcd" "$LAB_STATE/log"
+cd "$K"
+
+kapi_ready() { [ "$(curl -s --cacert "$K/ca.crt" -H "Authorization: Bearer $(cat "$K/admin.token")" "https://127.0.0.1:$P_KAPI/readyz")" = ok ]; }
+
+if [ ! -f ca.crt ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 365 -subj "/CN=kuryr-lab-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >srv.ext
+  openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 365 -extfile srv.ext 2>/dev/null
+  openssl genrsa -out sa.key 2048 2>/dev/null
+  openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >admin.token
+  # Tokens: the admin (system:masters) and the kube-system components.
+  {
+    echo "$(cat admin.token),admin,admin-uid,\"system:masters\""
+  } >tokens.csv
+  chmod 600 tokens.csv admin.token ca.key apiserver.key sa.key
+  cat >kubeconfig <<EOK
+apiVersion: v1
+kind: Config
+clusters: [{name: kuryr-lab, cluster: {server: "https://127.0.0.1:$P_KAPI", certificate-authority: "$K/ca.crt"}}]
+users: [{name: admin, user: {token: "$(cat admin.token)"}}]
+contexts: [{name: kuryr-lab, context: {cluster: kuryr-lab, user: admin}}]
+current-context: kuryr-lab
+EOK
+  chmod 600 kubeconfig
+fi
+
+t=$(now)
+if ! running etcd; then
+  start etcd "$LAB_STATE/log/etcd.log" etcd --name kuryr-lab --data-dir "$K/etcd" \
+    --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
+    --listen-peer-urls "http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_ETCD_PEER" \
+    --initial-cluster "kuryr-lab=http://127.0.0.1:$P_ETCD_PEER"
+fi
+waitfor etcd 60 curl -sf "http://127.0.0.1:$P_ETCD/health" || fail_component etcd "$LAB_STATE/log/etcd.log"
+log "etcd ready ($(since "$t")s)"
+
+t=$(now)
+if ! running kube-apiserver; then
+  start kube-apiserver "$LAB_STATE/log/kube-apiserver.log" "$KUBE_BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$P_ETCD" --bind-address=127.0.0.1 --secure-port="$P_KAPI" \
+    --advertise-address=127.0.0.1 --tls-cert-file="$K/apiserver.crt" --tls-private-key-file="$K/apiserver.key" \
+    --client-ca-file="$K/ca.crt" --token-auth-file="$K/tokens.csv" --authorization-mode=Node,RBAC \
+    --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR" \
+    --allow-privileged=true --disable-admission-plugins=ServiceAccount --event-ttl=2h
+fi
+waitfor kube-apiserver 120 kapi_ready || fail_component kube-apiserver "$LAB_STATE/log/kube-apiserver.log"
+log "kube-apiserver ready ($(since "$t")s)"
+
+t=$(now)
+if ! running kube-controller-manager; then
+  # Node lifecycle off: the lab's Nodes have no kubelet heartbeat yet must stay Ready.
+  start kube-controller-manager "$LAB_STATE/log/kube-controller-manager.log" "$KUBE_BIN/kube-controller-manager" \
+    --kubeconfig="$K/kubeconfig" --authentication-kubeconfig="$K/kubeconfig" --authorization-kubeconfig="$K/kubeconfig" \
+    --leader-elect=false --port=0 --bind-address=127.0.0.1 --secure-port="$P_KCM" \
+    --controllers='*,-nodeipam,-nodelifecycle,-service,-route,-cloud-node-lifecycle' \
+    --service-account-private-key-file="$K/sa.key" --root-ca-file="$K/ca.crt" --use-service-account-credentials=false
+fi
+if ! running kube-scheduler; then
+  start kube-scheduler "$LAB_STATE/log/kube-scheduler.log" "$KUBE_BIN/kube-scheduler" \
+    --kubeconfig="$K/kubeconfig" --authentication-kubeconfig="$K/kubeconfig" --authorization-kubeconfig="$K/kubeconfig" \
+    --leader-elect=false --port=0 --bind-address=127.0.0.1 --secure-port="$P_KSCHED"
+fi
+waitfor kube-controller-manager 120 sh -c "[ \"\$(curl -sk https://127.0.0.1:$P_KCM/healthz)\" = ok ]" \
+  || fail_component kube-controller-manager "$LAB_STATE/log/kube-controller-manager.log"
+waitfor kube-scheduler 120 sh -c "[ \"\$(curl -sk https://127.0.0.1:$P_KSCHED/healthz)\" = ok ]" \
+  || fail_component kube-scheduler "$LAB_STATE/log/kube-scheduler.log"
+# the service-account controller creating default/default is the sign that kcm really works
+waitfor "default service account" 120 kubectl --kubeconfig="$K/kubeconfig" -n default get sa default \
+  || fail_component kube-controller-manager "$LAB_STATE/log/kube-controller-manager.log"
+log "kube-controller-manager + kube-scheduler ready ($(since "$t")s)"

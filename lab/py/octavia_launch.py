@@ -1,0 +1,33 @@
+"""Launch octavia-api, octavia-driver-agent or octavia-worker for the lab.
+
+Two in-process adjustments, both about running outside a distribution's packaging:
+1) ovn-octavia-provider builds octavia_lib's DriverLibrary() with the hard-coded sockets /var/run/octavia/*.sock,
+   ignoring [driver_agent] *_socket_path: point those defaults at OCTAVIA_SOCK_DIR (the lab's state dir).
+2) noauth only: keystoneauth's "none" plugin registers an option "endpoint" that collides with the deprecated
+   [neutron] endpoint option Octavia registers (DuplicateOptError); drop it from the plugin.
+
+usage: octavia_launch.py api|driver-agent|worker --config-file FILE
+"""
+import os
+import sys
+
+from octavia_lib.api.drivers import driver_lib
+
+d = os.environ["OCTAVIA_SOCK_DIR"]
+driver_lib.DriverLibrary.__init__.__defaults__ = (f"{d}/status.sock", f"{d}/stats.sock", f"{d}/get.sock")
+if os.environ.get("LAB_AUTH") == "noauth":
+    from keystoneauth1.loading._plugins import noauth as _ks_noauth
+
+    _orig = _ks_noauth.NoAuth.get_options
+    _ks_noauth.NoAuth.get_options = lambda self: [o for o in _orig(self) if o.name != "endpoint"]
+
+what = sys.argv.pop(1)
+if what == "api":
+    from octavia.cmd.api import main
+elif what == "driver-agent":
+    from octavia.cmd.driver_agent import main
+elif what == "worker":
+    from octavia.cmd.octavia_worker import main
+else:
+    sys.exit(f"unknown octavia service {what}")
+sys.exit(main())
