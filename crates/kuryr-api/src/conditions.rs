@@ -27,9 +27,11 @@ impl ConditionStatus {
     }
 }
 
-/// One entry of `status.conditions`; serializes exactly like `metav1.Condition`.
+/// One entry of `status.conditions`; the JSON shape of `metav1.Condition`, except that an empty `reason` or
+/// `message` is left out (some apiservers built with newer Go reject `""` in custom resources as `null`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::no_property_defaults)]
 pub struct Condition {
     /// CamelCase condition type, e.g. `Ready`.
     #[serde(rename = "type")]
@@ -37,11 +39,11 @@ pub struct Condition {
     pub type_: String,
     pub status: ConditionStatus,
     /// CamelCase machine-readable reason for the last transition.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 1024))]
     pub reason: String,
     /// Human-readable detail.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 32768))]
     pub message: String,
     /// When `status` last changed (not when the condition was last written).
@@ -221,7 +223,6 @@ mod tests {
                 "type": "Ready",
                 "status": "True",
                 "reason": "Active",
-                "message": "",
                 "lastTransitionTime": "1970-01-01T00:00:00Z",
                 "observedGeneration": 3,
             })

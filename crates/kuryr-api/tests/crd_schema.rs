@@ -145,6 +145,9 @@ fn check_structural(path: &str, s: &JSONSchemaProps, errors: &mut Vec<String>) {
     if s.one_of.is_some() || s.any_of.is_some() || s.all_of.is_some() || s.not.is_some() {
         errors.push(format!("{path}: oneOf/anyOf/allOf/not"));
     }
+    if s.enum_.iter().flatten().any(|v| v.0.is_null()) {
+        errors.push(format!("{path}: null in enum (1.20 rejects the CRD)"));
+    }
     if s.ref_path.is_some() {
         errors.push(format!("{path}: $ref"));
     }

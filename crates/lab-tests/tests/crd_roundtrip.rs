@@ -11,16 +11,19 @@ use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context as _};
+use kuryr_api::conditions::{find_condition, set_condition, READY};
+use kuryr_api::k8s_openapi::jiff::Timestamp;
 use kuryr_api::kube::api::{ApiResource, DynamicObject, GetParams};
 use kuryr_api::kube::config::{KubeConfigOptions, Kubeconfig};
 use kuryr_api::kube::core::object::{HasSpec, HasStatus};
 use kuryr_api::kube::core::NamespaceResourceScope;
 use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::kube::Config;
+use kuryr_api::network::KuryrNetworkStatus;
 use kuryr_api::{
-    finalizers, Api, Client, CustomResourceDefinition, CustomResourceExt, DeleteParams, KuryrLoadBalancer,
-    KuryrNetwork, KuryrNetworkPolicy, KuryrPort, ListParams, Namespace, ObjectMeta, Patch, PatchParams,
-    PostParams, Resource, ResourceExt,
+    finalizers, Api, Client, Condition, ConditionStatus, CustomResourceDefinition, CustomResourceExt,
+    DeleteParams, KuryrLoadBalancer, KuryrNetwork, KuryrNetworkPolicy, KuryrPort, ListParams, Namespace,
+    ObjectMeta, Patch, PatchParams, PostParams, Resource, ResourceExt,
 };
 use lab_tests::Lab;
 use serde::de::DeserializeOwned;
@@ -118,29 +121,31 @@ async fn invalid_objects_are_rejected_naming_the_field() -> anyhow::Result<()> {
         let rule = |rule: Value| json!({"ingressSgRules": [{"sgRule": rule}], "podSelector": {}});
         let creates: Vec<(&ApiResource, Value, &[&str])> = vec![
             (&kp, json!({"podUid": "u1"}), &["spec.podNodeName", "Required value"]),
-            (&kp, json!({"podUid": "", "podNodeName": "w"}), &["spec.podUid", "at least 1"]),
+            (&kp, json!({"podUid": "", "podNodeName": "w"}), &["spec.podUid", "at least 1 chars long"]),
             (&kp, json!({"podUid": "u1", "podNodeName": "w", "vifType": "sriov"}), &["spec.vifType", "Unsupported value"]),
             (&kns, json!({"nsName": "a"}), &["spec.projectId", "Required value"]),
             (
                 &klb,
                 klb_spec(json!({"port": 80, "protocol": "HTTP", "targetPort": "8080"})),
-                &["spec.ports[0].protocol", "Unsupported value"],
+                &["spec.ports", ".protocol", "Unsupported value"],
             ),
             (
                 &klb,
                 klb_spec(json!({"port": 70000, "protocol": "TCP", "targetPort": "8080"})),
-                &["spec.ports[0].port", "65535"],
+                &["spec.ports", ".port", "less than or equal to 65535"],
             ),
-            (&klb, klb_spec(json!({"port": 80, "protocol": "TCP"})), &["spec.ports[0].targetPort", "Required value"]),
+            (&klb, klb_spec(json!({"port": 80, "protocol": "TCP"})), &["spec.ports", ".targetPort", "Required value"]),
             (&klb, json!({"type": "ExternalName"}), &["spec.type", "Unsupported value"]),
             (
                 &knp,
                 rule(json!({"direction": "sideways"})),
-                &["spec.ingressSgRules[0].sgRule.direction", "Unsupported value"],
+                &["spec.ingressSgRules", ".sgRule.direction", "Unsupported value"],
             ),
-            (&knp, rule(json!({"direction": "ingress", "port_range_min": -1})), &["port_range_min", "0"]),
-            (&knp, json!({"policyTypes": ["Both"]}), &["spec.policyTypes[0]", "Unsupported value"]),
+            (&knp, rule(json!({"direction": "ingress", "port_range_min": -1})), &["spec.ingressSgRules", ".sgRule.port_range_min", "greater than or equal to 0"]),
+            (&knp, json!({"policyTypes": ["Both"]}), &["spec.policyTypes", "Unsupported value: \"Both\""]),
         ];
+        // Keep going after a miss so one run shows every message.
+        let mut failures = vec![];
         for (i, (ar, spec, expected)) in creates.into_iter().enumerate() {
             let obj: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": kuryr_api::API_VERSION, "kind": ar.kind,
@@ -149,7 +154,9 @@ async fn invalid_objects_are_rejected_naming_the_field() -> anyhow::Result<()> {
             }))?;
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
             let result = api.create(&PostParams::default(), &obj).await;
-            expect_invalid(result.map(|_| ()), expected).with_context(|| format!("{} bad-{i}", ar.kind))?;
+            if let Err(e) = expect_invalid(result.map(|_| ()), expected) {
+                failures.push(format!("{} bad-{i}: {e:#}", ar.kind));
+            }
         }
 
         // Status goes through the same schema: write bad status to a valid KuryrPort via the subresource.
@@ -167,16 +174,19 @@ async fn invalid_objects_are_rejected_naming_the_field() -> anyhow::Result<()> {
             ]}})
         };
         let statuses: Vec<(Value, &[&str])> = vec![
-            (vif(json!({"vlanId": 5000})), &["vlanId", "4094"]),
-            (vif(json!({"vlanId": 0})), &["vlanId", "1"]),
-            (vif(json!({"type": "sriov"})), &["type", "Unsupported value"]),
-            (vif(json!({"ips": [{"address": "10.0.0.5"}]})), &["cidr", "Required value"]),
-            (condition("Maybe"), &["status.conditions[0].status", "Unsupported value"]),
+            (vif(json!({"vlanId": 5000})), &["status.vifs", "vlanId", "less than or equal to 4094"]),
+            (vif(json!({"vlanId": 0})), &["status.vifs", "vlanId", "greater than or equal to 1"]),
+            (vif(json!({"type": "sriov"})), &["status.vifs", ".type", "Unsupported value: \"sriov\""]),
+            (vif(json!({"ips": [{"address": "10.0.0.5"}]})), &["status.vifs", ".cidr", "Required value"]),
+            (condition("Maybe"), &["status.conditions", ".status", "Unsupported value: \"Maybe\""]),
         ];
         for (body, expected) in statuses {
             let result = api.patch_status("valid", &PatchParams::default(), &Patch::Merge(&body)).await;
-            expect_invalid(result.map(|_| ()), expected).with_context(|| format!("status {body}"))?;
+            if let Err(e) = expect_invalid(result.map(|_| ()), expected) {
+                failures.push(format!("status {body}: {e:#}"));
+            }
         }
+        ensure!(failures.is_empty(), "{failures:#?}");
         Ok(())
     })
     .await
@@ -328,6 +338,51 @@ async fn printer_columns_show_what_is_wired() -> anyhow::Result<()> {
 
 /// A printer column name and the cell it must show.
 type ColumnValue = (&'static str, Value);
+
+#[tokio::test]
+async fn conditions_from_the_helper_are_accepted_and_keep_their_transition_time() -> anyhow::Result<()> {
+    let client = setup().await?;
+    with_namespace(&client, "cond", |client, ns| async move {
+        let api: Api<KuryrNetwork> = Api::namespaced(client, &ns);
+        let spec = serde_json::from_value(json!({"nsName": &ns, "projectId": "p1"}))?;
+        api.create(&PostParams::default(), &KuryrNetwork::new("net", spec)).await?;
+        let apply = |status: &KuryrNetworkStatus| {
+            json!({"apiVersion": kuryr_api::API_VERSION, "kind": "KuryrNetwork", "status": status})
+        };
+        let pp = PatchParams::apply(STATUS_MANAGER).force();
+
+        // An empty message (as `Condition::new` callers often pass) must be accepted.
+        let mut status = KuryrNetworkStatus::default();
+        let t0 = Timestamp::from_second(1_700_000_000)?;
+        set_condition(
+            &mut status.conditions,
+            Condition::new(READY, ConditionStatus::False, "Creating", "").with_transition_time(t0),
+        );
+        let stored = api.patch_status("net", &pp, &Patch::Apply(apply(&status))).await?;
+        let stored = stored.status.context("status")?;
+        check_eq(&stored.conditions, &status.conditions, "conditions after first write")?;
+
+        // Same status, new reason: the stored transition time stays; a flip moves it.
+        let mut next = stored.clone();
+        let changed = set_condition(
+            &mut next.conditions,
+            Condition::new(READY, ConditionStatus::False, "WaitingForSubnet", "subnet pending"),
+        );
+        ensure!(changed, "reason change not reported");
+        let stored = api.patch_status("net", &pp, &Patch::Apply(apply(&next))).await?.status.context("status")?;
+        let ready = find_condition(&stored.conditions, READY).context("Ready")?;
+        check_eq(&ready.last_transition_time.0, &t0, "transition time after a reason change")?;
+        check_eq(&ready.reason.as_str(), &"WaitingForSubnet", "reason")?;
+
+        let mut flipped = stored.clone();
+        set_condition(&mut flipped.conditions, Condition::new(READY, ConditionStatus::True, "Wired", ""));
+        let stored = api.patch_status("net", &pp, &Patch::Apply(apply(&flipped))).await?.status.context("status")?;
+        let ready = find_condition(&stored.conditions, READY).context("Ready")?;
+        ensure!(ready.is_true() && ready.last_transition_time.0 > t0, "flip not recorded: {ready:?}");
+        Ok(())
+    })
+    .await
+}
 
 // === The per-kind round trip ===
 
@@ -583,7 +638,8 @@ where
     bail!("{name} still exists 10s after its finalizers were removed")
 }
 
-/// The apiserver must refuse with 422 Invalid and a message containing every `expected` fragment.
+/// The apiserver must refuse with 422 Invalid and a message containing every `expected` fragment. Fragments
+/// avoid list indices: 1.20 prints `spec.ports.protocol` where later versions print `spec.ports[0].protocol`.
 fn expect_invalid(result: Result<(), kuryr_api::kube::Error>, expected: &[&str]) -> anyhow::Result<()> {
     match result {
         Ok(()) => bail!("accepted, expected a 422 naming {expected:?}"),
