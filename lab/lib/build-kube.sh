@@ -37,6 +37,14 @@ r2=/usr/share/gocode/src/github.com/modern-go/reflect2
 [ -d "$r2" ] || die "golang-github-modern-go-reflect2-dev is not installed"
 rm -rf "$tree/vendor/github.com/modern-go/reflect2"; mkdir -p "$tree/vendor/github.com/modern-go/reflect2"
 cp "$r2"/*.go "$r2"/*.s "$tree/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$r2"/*.go "$tree/vendor/github.com/modern-go/reflect2/"
+# The vendored json-iterator 1.1.10 under Go 1.19 hands custom resources' empty strings to validation as null
+# ("spec.x in body must be of type string: null"), which no real apiserver does: swap in Debian's 1.1.12.
+ji=/usr/share/gocode/src/github.com/json-iterator/go
+[ -d "$ji" ] || die "golang-github-json-iterator-go-dev is not installed"
+rm -rf "$tree/vendor/github.com/json-iterator/go"; mkdir -p "$tree/vendor/github.com/json-iterator/go"
+cp "$ji"/*.go "$tree/vendor/github.com/json-iterator/go/"
+rm -f "$tree/vendor/github.com/json-iterator/go/"*_test.go
+sed -i 's#^github.com/json-iterator/go v1.1.10$#github.com/json-iterator/go v1.1.12#; s#^\# github.com/json-iterator/go v1.1.10$#\# github.com/json-iterator/go v1.1.12#' "$tree/vendor/modules.txt"
 # kubelet: never rewrite the machine's global sysctls (kernel.panic, vm.overcommit_memory...): with
 # --protect-kernel-defaults a mismatch becomes a warning instead of a fatal error.
 f="$tree/pkg/kubelet/cm/container_manager_linux.go"

@@ -6,7 +6,7 @@ REPO_DIR=$(cd "$LAB_DIR/.." && pwd)
 LAB_STATE=${KURYR_LAB_STATE:-/var/lib/kuryr-lab}
 LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
 KUBE_VERSION=1.20.2
-KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION/bin}
+KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab2/bin}
 LAB_VMS=${KURYR_LAB_VMS:-3}
 # Lab option: auth for Neutron/Octavia. keystone (default, as every real cloud) or noauth.
 LAB_AUTH=${KURYR_LAB_AUTH:-keystone}

@@ -6,6 +6,10 @@ Two in-process adjustments, both about running outside a distribution's packagin
 2) noauth only: keystoneauth's "none" plugin registers an option "endpoint" that collides with the deprecated
    [neutron] endpoint option Octavia registers (DuplicateOptError); drop it from the plugin.
 
+3) worker only: the amphora provider runs with noop compute/amphora/network drivers (no Nova here), but the API
+   allocated a real Neutron VIP port for it; let the noop network driver release that port on delete, through
+   the real driver's deallocate_vip, so an amphora LB leaves nothing behind in Neutron.
+
 usage: octavia_launch.py api|driver-agent|worker --config-file FILE
 """
 import os
@@ -27,7 +31,22 @@ if what == "api":
 elif what == "driver-agent":
     from octavia.cmd.driver_agent import main
 elif what == "worker":
+    import logging
+
     from octavia.cmd.octavia_worker import main
+    from octavia.network.drivers.neutron import allowed_address_pairs
+    from octavia.network.drivers.noop_driver import driver as noop
+
+    _noop_deallocate = noop.NoopNetworkDriver.deallocate_vip
+
+    def _deallocate_vip(self, vip):
+        _noop_deallocate(self, vip)
+        try:
+            allowed_address_pairs.AllowedAddressPairsDriver().deallocate_vip(vip)
+        except Exception:  # the lab must not wedge a delete on this
+            logging.getLogger(__name__).exception("lab: releasing VIP port %s failed", vip.port_id)
+
+    noop.NoopNetworkDriver.deallocate_vip = _deallocate_vip
 else:
     sys.exit(f"unknown octavia service {what}")
 sys.exit(main())

@@ -2,6 +2,10 @@
 //! `lab/lab up`). Tests in this crate talk to those real servers; without a lab they fail and say how to start
 //! one, never skip.
 
+pub mod cloud;
+pub mod kube;
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;

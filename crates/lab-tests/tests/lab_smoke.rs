@@ -1,0 +1,325 @@
+//! The lab itself works: real ports go ACTIVE through OVN, VMs talk through OVN, real OVN load balancers carry
+//! traffic, the amphora provider's state machine runs, and the Kubernetes control plane schedules onto the VMs.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Node, Pod},
+};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use lab_tests::{netns, Lab};
+use serde_json::{json, Value};
+
+fn ids(v: &Value, key: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_vm_parent_port_is_active_in_neutron() {
+    let lab = Lab::require();
+    let cloud = lab.cloud().await.unwrap();
+    assert!(!lab.vms.is_empty(), "the lab has no VMs");
+    for vm in &lab.vms {
+        let port = cloud
+            .get(&format!("{}/ports/{}", cloud.neutron, vm.port_id))
+            .await
+            .unwrap();
+        let port = &port["port"];
+        assert_eq!(
+            port["status"], "ACTIVE",
+            "{}'s parent port is not ACTIVE: {port}",
+            vm.name
+        );
+        assert_eq!(port["binding:host_id"], lab.chassis.as_str());
+        assert_eq!(port["mac_address"], vm.mac.as_str());
+        assert_eq!(
+            port["trunk_details"]["trunk_id"],
+            vm.trunk_id.as_str(),
+            "trunk_details missing on {}",
+            vm.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn vm1_pings_vm2_through_ovn() {
+    let lab = Lab::require();
+    let (a, b) = (&lab.vms[0], &lab.vms[1]);
+    let out = netns::exec(&a.netns, "ping", &["-c", "3", "-W", "2", &b.ip]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} could not ping {} ({}):\n{text}",
+        a.name,
+        b.name,
+        b.ip
+    );
+    assert!(text.contains("3 received"), "{text}");
+}
+
+#[tokio::test]
+async fn neutron_lists_the_bootstrap_networks_and_trunks() {
+    let lab = Lab::require();
+    let cloud = lab.cloud().await.unwrap();
+    let nets = cloud
+        .get(&format!("{}/networks?tags=kuryr-lab", cloud.neutron))
+        .await
+        .unwrap();
+    let net_ids = ids(&nets, "networks");
+    for want in [
+        &lab.pod_network_id,
+        &lab.service_network_id,
+        &lab.external_network_id,
+    ] {
+        assert!(net_ids.contains(want), "network {want} not listed by tag: {nets}");
+    }
+    let subnet = cloud
+        .get(&format!("{}/subnets/{}", cloud.neutron, lab.service_subnet_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        subnet["subnet"]["cidr"],
+        lab.service_cluster_ip_range.as_str(),
+        "service subnet != service range"
+    );
+    let ext = cloud
+        .get(&format!("{}/networks/{}", cloud.neutron, lab.external_network_id))
+        .await
+        .unwrap();
+    assert_eq!(ext["network"]["router:external"], true);
+    let trunks = cloud.get(&format!("{}/trunks", cloud.neutron)).await.unwrap();
+    for vm in &lab.vms {
+        let t = trunks["trunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == vm.trunk_id.as_str());
+        let t = t.unwrap_or_else(|| panic!("trunk of {} not listed: {trunks}", vm.name));
+        assert_eq!(t["port_id"], vm.port_id.as_str());
+    }
+}
+
+/// HTTP servers in two VMs answer "hello from vmN"; an `ovn`-provider LB made in one fully-populated call has
+/// them as members and its VIP (on the service subnet, behind the router) answers from the third VM.
+#[tokio::test]
+async fn ovn_load_balancer_answers_http_on_its_vip_from_a_third_vm() {
+    let lab = Lab::require();
+    assert!(lab.vms.len() >= 3, "needs 3 VMs");
+    let cloud = lab.cloud().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("kuryr-lab-smoke-{}", std::process::id()));
+    let mut servers = Vec::new();
+    for vm in &lab.vms[..2] {
+        let d = dir.join(&vm.name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("index.html"), format!("hello from {}\n", vm.name)).unwrap();
+        servers.push(
+            netns::Background::spawn(&vm.netns, "python3", &["-m", "http.server", "8080"], &d).unwrap(),
+        );
+    }
+    let members: Vec<Value> = lab.vms[..2]
+        .iter()
+        .map(|vm| json!({"name": vm.name, "address": vm.ip, "protocol_port": 8080, "subnet_id": lab.pod_subnet_id}))
+        .collect();
+    let body = json!({"loadbalancer": {
+        "name": "lab-smoke-ovn", "provider": "ovn", "vip_subnet_id": lab.service_subnet_id,
+        "listeners": [{"name": "lab-smoke-80", "protocol": "TCP", "protocol_port": 80,
+            "default_pool": {"name": "lab-smoke-pool", "protocol": "TCP", "lb_algorithm": "SOURCE_IP_PORT",
+                "members": members}}]}});
+    let lb = cloud
+        .post(&format!("{}/loadbalancers", cloud.octavia), body)
+        .await
+        .unwrap();
+    let lb_id = lb["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let vip = lb["loadbalancer"]["vip_address"].as_str().unwrap().to_owned();
+    let vip_port = lb["loadbalancer"]["vip_port_id"].as_str().unwrap().to_owned();
+    let result = async {
+        cloud.wait_lb_tree_active(&lb_id, Duration::from_secs(60)).await?;
+        let client = &lab.vms[2];
+        let mut seen = BTreeMap::new();
+        for _ in 0..60 {
+            let out = netns::exec(
+                &client.netns,
+                "curl",
+                &["-s", "-m", "3", &format!("http://{vip}/")],
+            )?;
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !text.is_empty() {
+                *seen.entry(text).or_insert(0) += 1;
+            }
+            if seen.len() == 2 && seen.values().all(|n| *n >= 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::Ok(seen)
+    }
+    .await;
+    drop(servers);
+    cloud
+        .delete(&format!("{}/loadbalancers/{lb_id}?cascade=true", cloud.octavia))
+        .await
+        .unwrap();
+    cloud
+        .wait_for(
+            &format!("{}/loadbalancers/{lb_id}", cloud.octavia),
+            Duration::from_secs(60),
+            |s, b| s == 404 || b["loadbalancer"]["provisioning_status"] == "DELETED",
+        )
+        .await
+        .unwrap();
+    cloud
+        .wait_for(
+            &format!("{}/ports/{vip_port}", cloud.neutron),
+            Duration::from_secs(30),
+            |s, _| s == 404,
+        )
+        .await
+        .expect("the VIP port outlived its load balancer");
+    let seen = result.unwrap();
+    assert_eq!(
+        seen.keys().cloned().collect::<Vec<_>>(),
+        vec!["hello from vm1".to_owned(), "hello from vm2".to_owned()],
+        "the VIP {vip} did not reach both members: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn amphora_load_balancer_goes_active_and_is_deleted() {
+    let lab = Lab::require();
+    let cloud = lab.cloud().await.unwrap();
+    let body = json!({"loadbalancer": {"name": "lab-smoke-amphora", "provider": "amphora",
+        "vip_subnet_id": lab.service_subnet_id,
+        "listeners": [{"name": "amp-80", "protocol": "HTTP", "protocol_port": 80,
+            "default_pool": {"name": "amp-pool", "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN",
+                "members": [{"address": lab.vms[0].ip, "protocol_port": 8080, "subnet_id": lab.pod_subnet_id}]}}]}});
+    let lb = cloud
+        .post(&format!("{}/loadbalancers", cloud.octavia), body)
+        .await
+        .unwrap();
+    let lb_id = lb["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let vip_port = lb["loadbalancer"]["vip_port_id"].as_str().unwrap().to_owned();
+    assert_eq!(lb["loadbalancer"]["provisioning_status"], "PENDING_CREATE");
+    let tree = cloud.wait_lb_tree_active(&lb_id, Duration::from_secs(90)).await;
+    cloud
+        .delete(&format!("{}/loadbalancers/{lb_id}?cascade=true", cloud.octavia))
+        .await
+        .unwrap();
+    cloud
+        .wait_for(
+            &format!("{}/loadbalancers/{lb_id}", cloud.octavia),
+            Duration::from_secs(90),
+            |s, b| s == 404 || b["loadbalancer"]["provisioning_status"] == "DELETED",
+        )
+        .await
+        .unwrap();
+    let tree = tree.unwrap();
+    assert_eq!(
+        lab_tests::cloud::provisioning_states(&tree).len(),
+        4,
+        "LB, listener, pool, member: {tree}"
+    );
+    cloud
+        .wait_for(
+            &format!("{}/ports/{vip_port}", cloud.neutron),
+            Duration::from_secs(30),
+            |s, _| s == 404,
+        )
+        .await
+        .expect("the amphora LB's VIP port outlived it");
+}
+
+#[tokio::test]
+async fn apiserver_lists_the_lab_nodes_with_their_internal_ips() {
+    let lab = Lab::require();
+    let nodes: Api<Node> = Api::all(lab.kube_client().await.unwrap());
+    for vm in &lab.vms {
+        let node = nodes.get(&vm.name).await.unwrap();
+        let status = node.status.unwrap_or_default();
+        let internal: Vec<_> = status
+            .addresses
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| a.type_ == "InternalIP")
+            .map(|a| a.address)
+            .collect();
+        assert_eq!(internal, vec![vm.ip.clone()], "Node {}", vm.name);
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        assert_eq!(
+            ready.map(|c| c.status).as_deref(),
+            Some("True"),
+            "Node {} not Ready",
+            vm.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deployments_pods_are_scheduled_onto_the_lab_nodes() {
+    let lab = Lab::require();
+    let client = lab.kube_client().await.unwrap();
+    let ns = "default";
+    let name = format!("lab-smoke-{}", std::process::id());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deploy: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": 6, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"nodeSelector": {"kuryr.lab/vm": "true"},
+                    "containers": [{"name": "c", "image": "local.test/busybox:1"}]}}}
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deploy).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let lp = ListParams::default().labels(&format!("app={name}"));
+    let vm_names: Vec<&str> = lab.vms.iter().map(|v| v.name.as_str()).collect();
+    let mut placed = Vec::new();
+    for _ in 0..300 {
+        placed = pods
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.spec.and_then(|s| s.node_name))
+            .collect::<Vec<_>>();
+        if placed.len() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    deployments
+        .delete(&name, &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let _ = pods
+        .delete_collection(&DeleteParams::default().grace_period(0), &lp)
+        .await;
+    assert_eq!(
+        placed.len(),
+        6,
+        "only {} of 6 pods were scheduled: {placed:?}",
+        placed.len()
+    );
+    for n in &placed {
+        assert!(
+            vm_names.contains(&n.as_str()),
+            "pod scheduled onto unknown node {n}"
+        );
+    }
+    let distinct: std::collections::BTreeSet<_> = placed.iter().collect();
+    assert!(
+        distinct.len() >= 2,
+        "the scheduler put every pod on one node: {placed:?}"
+    );
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of kuryr-rs, installing what it needs: starts the lab (real Kubernetes + Keystone + Neutron on
+# ML2/OVN + Octavia; cached after the first run), then formatting and lint checks, then every unit and
+# integration test of the workspace against that lab. Idempotent; leaves the lab running (`lab/lab down` stops it).
+set -euo pipefail
+cd "$(dirname "$0")"
+[ "$(id -u)" = 0 ] || { echo "test.sh needs root (the lab makes network namespaces and OVS bridges)" >&2; exit 1; }
+
+declare -a STAGES=()
+stage() { # NAME CMD...: run and time one stage
+  local name=$1 t0 rc; shift
+  t0=$(date +%s.%N)
+  echo "=== [$name] $*"
+  set +e; "$@"; rc=$?; set -e
+  STAGES+=("$(printf '%-10s %7.1fs  %s' "$name" "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)")")")
+  if [ $rc != 0 ]; then report; exit $rc; fi
+}
+report() { echo "=== stage timings"; printf '  %s\n' "${STAGES[@]}"; }
+
+command -v cargo >/dev/null || { echo "cargo is not installed" >&2; exit 1; }
+cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt is missing (rustup component add rustfmt)" >&2; exit 1; }
+cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing (rustup component add clippy)" >&2; exit 1; }
+
+stage lab lab/lab up
+stage fmt cargo fmt --all -- --check
+stage clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+stage test cargo test --workspace --locked --no-fail-fast
+report
