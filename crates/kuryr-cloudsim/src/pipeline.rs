@@ -104,7 +104,22 @@ fn fault_error(f: &FaultAction, service: Service) -> ApiError {
     )
 }
 
+/// Runs each call on its own task: like a real API server, work goes on when the client gives up
+/// (timeouts must leave the port created, as they do against Neutron).
 pub async fn run(State(p): State<Arc<Pipeline>>, req: Request, next: Next) -> Response {
+    match tokio::spawn(handle(p, req, next)).await {
+        Ok(r) => r,
+        Err(e) => ApiError::new(
+            Service::Sim,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Panic",
+            e.to_string(),
+        )
+        .into_response(),
+    }
+}
+
+async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let path = req.uri().path().to_owned();
     if path.starts_with("/_sim") {

@@ -6,22 +6,31 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn password_token_carries_a_catalog_with_network_and_load_balancer() {
     let t = zero().await;
-    let r = t
-        .c
-        .post(format!("{}/v3/auth/tokens", t.base))
-        .json(&json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+    let r =
+        t.c.post(format!("{}/v3/auth/tokens", t.base))
+            .json(
+                &json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
             "name": "kuryr", "domain": {"name": "Default"}, "password": "kuryr-secret"}}},
-            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}}))
-        .send()
-        .await
-        .unwrap();
+            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}}),
+            )
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 201);
     assert!(r.headers().contains_key("x-subject-token"));
     let body: Value = r.json().await.unwrap();
     let catalog = body["token"]["catalog"].as_array().unwrap();
     for ty in ["network", "load-balancer", "identity"] {
-        let svc = catalog.iter().find(|s| s["type"] == ty).unwrap_or_else(|| panic!("no {ty}"));
-        let ifaces: Vec<&str> = svc["endpoints"].as_array().unwrap().iter().map(|e| e["interface"].as_str().unwrap()).collect();
+        let svc = catalog
+            .iter()
+            .find(|s| s["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty}"));
+        let ifaces: Vec<&str> = svc["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["interface"].as_str().unwrap())
+            .collect();
         assert_eq!(ifaces, vec!["public", "internal", "admin"]);
         assert_eq!(svc["endpoints"][0]["region_id"], "RegionOne");
     }
@@ -32,11 +41,32 @@ async fn password_token_carries_a_catalog_with_network_and_load_balancer() {
 #[tokio::test]
 async fn version_documents_are_unauthenticated() {
     let t = zero().await;
-    let v: Value = t.c.get(format!("{}/v3", t.base)).send().await.unwrap().json().await.unwrap();
+    let v: Value =
+        t.c.get(format!("{}/v3", t.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     assert_eq!(v["version"]["id"], "v3.14");
-    let v: Value = t.c.get(format!("{}/networking/", t.base)).send().await.unwrap().json().await.unwrap();
+    let v: Value =
+        t.c.get(format!("{}/networking/", t.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     assert_eq!(v["versions"][0]["id"], "v2.0");
-    let v: Value = t.c.get(format!("{}/load-balancer/", t.base)).send().await.unwrap().json().await.unwrap();
+    let v: Value =
+        t.c.get(format!("{}/load-balancer/", t.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     let last = v["versions"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["id"], "v2.30");
     assert_eq!(last["status"], "CURRENT");
@@ -45,14 +75,15 @@ async fn version_documents_are_unauthenticated() {
 #[tokio::test]
 async fn wrong_password_is_401_with_keystone_body() {
     let t = zero().await;
-    let r = t
-        .c
-        .post(format!("{}/v3/auth/tokens", t.base))
-        .json(&json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "kuryr", "domain": {"name": "Default"}, "password": "nope"}}}}}))
-        .send()
-        .await
-        .unwrap();
+    let r =
+        t.c.post(format!("{}/v3/auth/tokens", t.base))
+            .json(
+                &json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": "kuryr", "domain": {"name": "Default"}, "password": "nope"}}}}}),
+            )
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 401);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], 401);
@@ -72,22 +103,20 @@ async fn application_credential_and_token_methods_work() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let tok = r.headers()["x-subject-token"].to_str().unwrap().to_owned();
-    let r = t
-        .c
-        .post(format!("{}/v3/auth/tokens", t.base))
-        .json(&json!({"auth": {"identity": {"methods": ["token"], "token": {"id": tok}}}}))
-        .send()
-        .await
-        .unwrap();
+    let r =
+        t.c.post(format!("{}/v3/auth/tokens", t.base))
+            .json(&json!({"auth": {"identity": {"methods": ["token"], "token": {"id": tok}}}}))
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 201);
-    let r = t
-        .c
-        .get(format!("{}/v3/auth/tokens", t.base))
-        .header("X-Auth-Token", t.token.clone().unwrap())
-        .header("X-Subject-Token", tok)
-        .send()
-        .await
-        .unwrap();
+    let r =
+        t.c.get(format!("{}/v3/auth/tokens", t.base))
+            .header("X-Auth-Token", t.token.clone().unwrap())
+            .header("X-Subject-Token", tok)
+            .send()
+            .await
+            .unwrap();
     assert_eq!(r.status(), 200);
 }
 

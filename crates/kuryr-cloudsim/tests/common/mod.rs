@@ -15,7 +15,12 @@ pub async fn start(profile: Profile) -> T {
     let auth = profile.auth;
     let (_, h) = Sim::new(profile).spawn_on("127.0.0.1:0").await.unwrap();
     let base = h.url();
-    let mut t = T { h, c: reqwest::Client::new(), base, token: None };
+    let mut t = T {
+        h,
+        c: reqwest::Client::new(),
+        base,
+        token: None,
+    };
     if auth == AuthMode::Keystone {
         t.token = Some(t.login("kuryr", "kuryr-secret").await);
     }
@@ -36,12 +41,24 @@ impl T {
         let body = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
             "name": user, "domain": {"name": "Default"}, "password": password}}},
             "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}});
-        let r = self.c.post(format!("{}/v3/auth/tokens", self.base)).json(&body).send().await.unwrap();
+        let r = self
+            .c
+            .post(format!("{}/v3/auth/tokens", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 201, "login failed");
         r.headers()["x-subject-token"].to_str().unwrap().to_owned()
     }
 
-    pub async fn req(&self, method: reqwest::Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> (u16, Value) {
+    pub async fn req(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
         let mut rb = self.c.request(method, format!("{}{}", self.base, path));
         if let Some(t) = &self.token {
             rb = rb.header("X-Auth-Token", t);
@@ -79,12 +96,20 @@ impl T {
     }
 
     pub async fn network(&self, name: &str) -> String {
-        self.create("/v2.0/networks", "network", json!({"name": name})).await["id"].as_str().unwrap().to_owned()
+        self.create("/v2.0/networks", "network", json!({"name": name}))
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
 
     pub async fn subnet(&self, net: &str, cidr: &str) -> String {
-        self.create("/v2.0/subnets", "subnet", json!({"network_id": net, "cidr": cidr, "ip_version": 4}))
-            .await["id"]
+        self.create(
+            "/v2.0/subnets",
+            "subnet",
+            json!({"network_id": net, "cidr": cidr, "ip_version": 4}),
+        )
+        .await["id"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -106,7 +131,10 @@ impl T {
         }
         let r = rb.send().await.unwrap();
         let s = r.status().as_u16();
-        (s, serde_json::from_str(&r.text().await.unwrap()).unwrap_or(Value::Null))
+        (
+            s,
+            serde_json::from_str(&r.text().await.unwrap()).unwrap_or(Value::Null),
+        )
     }
 
     /// Polls `path` until `pred` holds (max ~5 s).
