@@ -121,7 +121,8 @@ impl Cidr {
             return Vec::new();
         }
         match gateway {
-            Some(g) if g == lo => (lo < hi).then(|| vec![(lo + 1, hi)]).unwrap_or_default(),
+            Some(g) if g == lo && lo < hi => vec![(lo + 1, hi)],
+            Some(g) if g == lo => Vec::new(),
             Some(g) if g == hi => vec![(lo, hi - 1)],
             Some(g) if g > lo && g < hi => vec![(lo, g - 1), (g + 1, hi)],
             _ => vec![(lo, hi)],

@@ -49,10 +49,22 @@ async fn main() -> anyhow::Result<()> {
     // One line on stdout that scripts wait for.
     println!("kuryr-cloudsim listening on http://{addr} (auth_url http://{addr}/v3)");
     tracing::info!(%addr, "serving");
-    Sim::new(profile)
-        .serve(listener, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    Sim::new(profile).serve(listener, shutdown_signal()).await?;
     Ok(())
+}
+
+/// SIGINT or SIGTERM (the lab stops it with TERM).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }

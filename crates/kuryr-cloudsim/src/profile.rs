@@ -598,6 +598,26 @@ latency:
     }
 
     #[test]
+    fn shipped_profiles_parse() {
+        let default = Profile::from_yaml(include_str!("../profiles/default.yaml")).unwrap();
+        assert_eq!(default.time_scale, 0.0);
+        let real = Profile::from_yaml(include_str!("../profiles/realistic.yaml")).unwrap();
+        assert!(real.octavia.providers.contains_key("ovn"));
+        let mut rng = fastrand::Rng::with_seed(3);
+        let bulk = real
+            .latency
+            .lookup("neutron.ports.bulk_create", None)
+            .sample_ms(10, &mut rng);
+        assert!(bulk > 250.0, "{bulk}");
+        assert!(
+            real.latency
+                .lookup("octavia.loadbalancers.create", Some("ovn"))
+                .sample_ms(1, &mut rng)
+                > 0.0
+        );
+    }
+
+    #[test]
     fn lognormal_matches_its_percentiles() {
         let d = Dist::Spec(DistSpec::Lognormal {
             p50: 100.0,

@@ -179,6 +179,8 @@ impl World {
     }
 }
 
+type Index = HashMap<String, BTreeSet<String>>;
+
 /// Secondary indexes over ports.
 #[derive(Debug, Default)]
 pub struct PortIndex {
@@ -274,7 +276,7 @@ impl PortIndex {
 
     /// The smallest candidate set an indexed filter allows; None means "scan everything".
     pub fn candidates(&self, params: &ListParams, fip: &FixedIpFilter) -> Option<BTreeSet<String>> {
-        let mut options: Vec<(&HashMap<String, BTreeSet<String>>, &[String])> = Vec::new();
+        let mut options: Vec<(&Index, &[String])> = Vec::new();
         let keyed = [
             ("network_id", &self.by_network),
             ("device_id", &self.by_device_id),

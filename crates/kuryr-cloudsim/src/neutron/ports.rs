@@ -86,6 +86,72 @@ fn fixed_ip_filter(q: &Query) -> FixedIpFilter {
     f
 }
 
+/// A port attribute read straight from the struct, so filters and `fields` need no rendering.
+enum Attr<'a> {
+    S(&'a str),
+    B(bool),
+    N(u64),
+    L(&'a [String]),
+}
+
+fn attr<'a>(p: &'a Port, key: &str) -> Option<Attr<'a>> {
+    Some(match key {
+        "id" => Attr::S(&p.std.id),
+        "name" => Attr::S(&p.std.name),
+        "description" => Attr::S(&p.std.description),
+        "project_id" | "tenant_id" => Attr::S(&p.std.project_id),
+        "network_id" => Attr::S(&p.network_id),
+        "status" => Attr::S(&p.status),
+        "mac_address" => Attr::S(&p.mac_address),
+        "device_id" => Attr::S(&p.device_id),
+        "device_owner" => Attr::S(&p.device_owner),
+        "binding:host_id" => Attr::S(&p.host_id),
+        "binding:vnic_type" => Attr::S(&p.vnic_type),
+        "binding:vif_type" => Attr::S(&p.vif_type),
+        "admin_state_up" => Attr::B(p.admin_state_up),
+        "port_security_enabled" => Attr::B(p.port_security_enabled),
+        "revision_number" => Attr::N(p.std.revision_number),
+        "security_groups" => Attr::L(&p.security_groups),
+        _ => return None,
+    })
+}
+
+fn attr_matches(a: &Attr<'_>, want: &str) -> bool {
+    match a {
+        Attr::S(s) => *s == want,
+        Attr::B(b) => {
+            want.eq_ignore_ascii_case(if *b { "true" } else { "false" }) || want == if *b { "1" } else { "0" }
+        }
+        Attr::N(n) => n.to_string() == want,
+        Attr::L(l) => l.iter().any(|x| x == want),
+    }
+}
+
+fn attr_json(a: Attr<'_>) -> Value {
+    match a {
+        Attr::S(s) => json!(s),
+        Attr::B(b) => json!(b),
+        Attr::N(n) => json!(n),
+        Attr::L(l) => json!(l),
+    }
+}
+
+/// Some(verdict) when every filter names a known attribute; None when the rendered port is needed.
+fn fast_filter(p: &Port, params: &ListParams) -> Option<bool> {
+    let mut unknown = false;
+    for (k, vals) in &params.filters {
+        match attr(p, k) {
+            Some(a) => {
+                if !vals.iter().any(|v| attr_matches(&a, v)) {
+                    return Some(false);
+                }
+            }
+            None => unknown = true,
+        }
+    }
+    (!unknown).then_some(true)
+}
+
 pub async fn list(
     State(sh): State<Arc<Shared>>,
     Extension(ctx): Extension<Ctx>,
@@ -94,22 +160,76 @@ pub async fn list(
     let q = Query::parse(q.as_deref());
     let params = ListParams::from_query(&q, &["fixed_ips"]);
     let fip = fixed_ip_filter(&q);
+    // In id order without sorting, a page can stop at limit + 1 matches after the marker.
+    let early = params.sort.is_empty() && !params.page_reverse;
+    let cap = if early {
+        params.limit.map_or(usize::MAX, |l| l + 1)
+    } else {
+        usize::MAX
+    };
+    let after = if early { params.marker.clone() } else { None };
+    let fast_fields = !params.fields.is_empty()
+        && params
+            .fields
+            .iter()
+            .all(|f| f == "fixed_ips" || f == "tags" || is_attr(f));
     let items: Vec<Value> = {
         let w = sh.world();
-        let keep = |p: &Port| {
+        let render = |p: &Port| -> Value {
+            if fast_fields {
+                let mut m = Map::new();
+                for f in &params.fields {
+                    let v = match f.as_str() {
+                        "fixed_ips" => json!(p.fixed_ips),
+                        "tags" => json!(p.std.tags),
+                        other => attr(p, other).map(attr_json).unwrap_or(Value::Null),
+                    };
+                    m.insert(f.clone(), v);
+                }
+                Value::Object(m)
+            } else {
+                w.render_port(p)
+            }
+        };
+        let keep = |p: &Port| -> Option<Value> {
             if !fip.matches(p) {
                 return None;
             }
-            let v = w.render_port(p);
-            params.matches(&v).then_some(v)
+            if params.has_tag_filters() {
+                let tags: Vec<&str> = p.std.tags.iter().map(String::as_str).collect();
+                if !params.tags_match(&tags) {
+                    return None;
+                }
+            }
+            match fast_filter(p, &params) {
+                Some(false) => None,
+                Some(true) => Some(render(p)),
+                None => {
+                    let v = w.render_port(p);
+                    params
+                        .matches(&v)
+                        .then(|| if fast_fields { render(p) } else { v })
+                }
+            }
+        };
+        let from = match &after {
+            Some(m) => std::ops::Bound::Excluded(m.clone()),
+            None => std::ops::Bound::Unbounded,
         };
         match w.port_idx.candidates(&params, &fip) {
             Some(ids) => ids
-                .iter()
+                .range((from, std::ops::Bound::Unbounded))
                 .filter_map(|id| w.ports.get(id))
                 .filter_map(keep)
+                .take(cap)
                 .collect(),
-            None => w.ports.values().filter_map(keep).collect(),
+            None => w
+                .ports
+                .range((from, std::ops::Bound::Unbounded))
+                .map(|(_, p)| p)
+                .filter_map(keep)
+                .take(cap)
+                .collect(),
         }
     };
     let (page, more) = params.page(items);
@@ -121,6 +241,29 @@ pub async fn list(
         &format!("{}/v2.0/ports", ctx.base_url),
     ))
     .into_response()
+}
+
+/// Attributes `attr` can read.
+fn is_attr(key: &str) -> bool {
+    matches!(
+        key,
+        "id" | "name"
+            | "description"
+            | "project_id"
+            | "tenant_id"
+            | "network_id"
+            | "status"
+            | "mac_address"
+            | "device_id"
+            | "device_owner"
+            | "binding:host_id"
+            | "binding:vnic_type"
+            | "binding:vif_type"
+            | "admin_state_up"
+            | "port_security_enabled"
+            | "revision_number"
+            | "security_groups"
+    )
 }
 
 pub async fn show(

@@ -47,7 +47,7 @@ pub fn subport_added(w: &mut World, jobs: &mut Jobs, port_id: &str) {
     let needs_parent = jobs.profile.neutron.subport_requires_active_parent;
     let id = port_id.to_owned();
     jobs.at(delay, move |w, _| {
-        if !w.ports.get(&id).is_some_and(|p| p.bind_epoch == epoch) {
+        if w.ports.get(&id).is_none_or(|p| p.bind_epoch != epoch) {
             return;
         }
         let parent_active = w

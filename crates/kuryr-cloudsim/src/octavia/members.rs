@@ -185,7 +185,7 @@ pub async fn update(
     let result = {
         let mut w = sh.world();
         let pool = mutable_pool(&w, &pool_id)?;
-        if !w.members.get(&id).is_some_and(|x| x.pool_id == pool_id) {
+        if w.members.get(&id).is_none_or(|x| x.pool_id != pool_id) {
             return Err(member_not_found(&id));
         }
         let listeners = listeners_of_pool(&w, &pool_id);
@@ -232,7 +232,7 @@ pub async fn delete(
     let result = {
         let mut w = sh.world();
         let pool = mutable_pool(&w, &pool_id)?;
-        if !w.members.get(&id).is_some_and(|x| x.pool_id == pool_id) {
+        if w.members.get(&id).is_none_or(|x| x.pool_id != pool_id) {
             return Err(member_not_found(&id));
         }
         let listeners = listeners_of_pool(&w, &pool_id);

@@ -1,5 +1,5 @@
 //! A plain HTTP client against an in-process emulator.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)] // test helpers: a failed call is a failed test
 
 use kuryr_cloudsim::{AuthMode, Profile, Sim, SimHandle};
 use serde_json::{json, Value};
