@@ -1,0 +1,175 @@
+//! One error type for every call. API errors carry the service, the op name, the HTTP status, the server's
+//! error class (Neutron's `type`, e.g. `OverQuota`) and the request id, so logs and Events can point at the
+//! server-side log line.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::retry::ErrorKind;
+
+/// Which OpenStack service a call went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Service {
+    Identity,
+    Network,
+    LoadBalancer,
+}
+
+impl Service {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Identity => "keystone",
+            Service::Network => "neutron",
+            Service::LoadBalancer => "octavia",
+        }
+    }
+}
+
+impl fmt::Display for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A non-2xx answer, after retries (if it was retryable at all).
+#[derive(Debug, Clone)]
+pub struct ApiFailure {
+    pub service: Service,
+    pub op: &'static str,
+    pub method: String,
+    pub status: u16,
+    pub kind: ErrorKind,
+    /// Neutron's exception class (`PortNotFound`, `OverQuota`, ...); empty for Octavia and Keystone.
+    pub code: String,
+    pub message: String,
+    pub request_id: Option<String>,
+    pub attempts: u32,
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} ({}) -> HTTP {}",
+            self.service, self.op, self.method, self.status
+        )?;
+        if !self.code.is_empty() {
+            write!(f, " {}", self.code)?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(id) = &self.request_id {
+            write!(f, " [{id}]")?;
+        }
+        if self.attempts > 1 {
+            write!(f, " after {} attempts", self.attempts)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Api(Box<ApiFailure>),
+
+    /// The request never got an answer (connect refused, timeout, broken connection).
+    #[error("{service} {op}: transport error after {attempts} attempts: {source}")]
+    Transport {
+        service: Service,
+        op: &'static str,
+        attempts: u32,
+        #[source]
+        source: reqwest::Error,
+    },
+
+    #[error("{service} {op}: cannot decode the answer: {source}")]
+    Decode {
+        service: Service,
+        op: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    #[error("authentication: {0}")]
+    Auth(String),
+
+    #[error("configuration: {0}")]
+    Config(String),
+
+    /// The cloud lacks an extension or API version the call needs.
+    #[error("{op}: the cloud does not support {feature}")]
+    Unsupported { op: &'static str, feature: String },
+
+    #[error("invalid tag {tag:?}: {reason}")]
+    InvalidTag { tag: String, reason: &'static str },
+
+    #[error("load balancer {id} went to ERROR ({detail})")]
+    LbError { id: String, detail: String },
+
+    #[error("load balancer {id} stuck in {status} for {for_:?}")]
+    LbStuck {
+        id: String,
+        status: String,
+        for_: Duration,
+    },
+
+    #[error("timed out after {after:?} waiting for {what}")]
+    WaitTimeout { what: String, after: Duration },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn api(&self) -> Option<&ApiFailure> {
+        match self {
+            Error::Api(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        self.api().map(|a| a.status)
+    }
+
+    pub fn kind(&self) -> Option<ErrorKind> {
+        self.api().map(|a| a.kind)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.status() == Some(409)
+    }
+
+    pub fn is_bad_request(&self) -> bool {
+        self.status() == Some(400)
+    }
+
+    pub fn is_over_quota(&self) -> bool {
+        self.kind() == Some(ErrorKind::OverQuota)
+    }
+
+    /// Short, bounded label for metrics and Event reasons.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Api(a) => a.kind.as_str(),
+            Error::Transport { .. } => "transport",
+            Error::Decode { .. } => "decode",
+            Error::Auth(_) => "auth",
+            Error::Config(_) => "config",
+            Error::Unsupported { .. } => "unsupported",
+            Error::InvalidTag { .. } => "invalid_tag",
+            Error::LbError { .. } => "lb_error",
+            Error::LbStuck { .. } => "lb_stuck",
+            Error::WaitTimeout { .. } => "wait_timeout",
+        }
+    }
+}
+
+impl From<openstack_sdk::OpenStackError> for Error {
+    fn from(e: openstack_sdk::OpenStackError) -> Self {
+        Error::Auth(e.to_string())
+    }
+}

@@ -1,0 +1,35 @@
+//! kuryr-openstack: everything kuryr-rs does to the cloud goes through this crate.
+//!
+//! - [`Cloud`]: one cheap-to-clone handle per project — authentication (clouds.yaml / `OS_*`: password,
+//!   application credential, token; noauth), one token bucket and one concurrency cap for every call, retry
+//!   classification with jittered backoff, per-op metrics.
+//! - [`neutron`]: networks, subnets, subnet pools, routers, ports (bulk create with tags), trunks,
+//!   security groups and rules, floating IPs, quotas, tags, extension discovery.
+//! - [`octavia`]: fully-populated LB create, batch member replace, per-object CRUD, cascade delete,
+//!   status tree, providers, version gates; [`waiter`] tells ACTIVE, ERROR and stuck PENDING_* apart.
+//! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created.
+//!
+//! It knows nothing of Kubernetes: ids in, OpenStack objects out. See docs/openstack-client.md.
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod errors;
+pub mod metrics;
+pub mod neutron;
+pub mod octavia;
+pub mod ratelimit;
+pub mod retry;
+pub mod tags;
+pub mod waiter;
+
+pub use auth::Endpoints;
+pub use client::{Cloud, Request, Response};
+pub use config::{AuthSource, ClientConfig};
+pub use errors::{ApiFailure, Error, Result, Service};
+pub use metrics::{CallObserver, CallRecord, Metrics, Snapshot};
+pub use ratelimit::RateLimit;
+pub use retry::{ErrorKind, RetryPolicy};
+pub use tags::Owner;
+pub use waiter::WaitOptions;

@@ -1,0 +1,113 @@
+//! Networks (one per namespace with the namespace subnet driver).
+
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+
+use super::tags::{tag_or_delete, Resource};
+use super::Filter;
+use crate::errors::{Result, Service};
+use crate::Cloud;
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Network {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub status: String,
+    pub project_id: String,
+    pub admin_state_up: bool,
+    pub mtu: Option<u32>,
+    pub shared: bool,
+    #[serde(rename = "router:external")]
+    pub router_external: bool,
+    pub port_security_enabled: Option<bool>,
+    #[serde(rename = "provider:network_type")]
+    pub network_type: Option<String>,
+    pub subnets: Vec<String>,
+    pub tags: Vec<String>,
+    pub revision_number: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CreateNetwork {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port_security_enabled: Option<bool>,
+    #[serde(rename = "router:external", skip_serializing_if = "Option::is_none")]
+    pub router_external: Option<bool>,
+    #[serde(rename = "provider:network_type", skip_serializing_if = "Option::is_none")]
+    pub network_type: Option<String>,
+    #[serde(rename = "provider:physical_network", skip_serializing_if = "Option::is_none")]
+    pub physical_network: Option<String>,
+}
+
+impl CreateNetwork {
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Creates a network and tags it (deleting it again if tagging fails).
+pub async fn create(cloud: &Cloud, req: &CreateNetwork, tags: &[String]) -> Result<Network> {
+    let mut net: Network = cloud
+        .send_one(
+            Service::Network,
+            "neutron.networks.create",
+            Method::POST,
+            "networks".into(),
+            "network",
+            req,
+        )
+        .await?;
+    if !tags.is_empty() {
+        net.tags = tag_or_delete(cloud, Resource::Networks, &net.id, tags).await?;
+    }
+    Ok(net)
+}
+
+pub async fn get(cloud: &Cloud, id: &str) -> Result<Network> {
+    cloud
+        .get_one(
+            Service::Network,
+            "neutron.networks.show",
+            format!("networks/{id}"),
+            "network",
+        )
+        .await
+}
+
+pub async fn list(cloud: &Cloud, filter: Filter) -> Result<Vec<Network>> {
+    cloud
+        .list(
+            Service::Network,
+            "neutron.networks.list",
+            "networks",
+            "networks",
+            filter.into_query(),
+        )
+        .await
+}
+
+/// A 404 counts as deleted.
+pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
+    cloud
+        .delete_path(
+            Service::Network,
+            "neutron.networks.delete",
+            format!("networks/{id}"),
+            Vec::new(),
+        )
+        .await
+}

@@ -1,0 +1,122 @@
+//! Pools (one per listener in kuryr; members are the pods).
+
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+
+use super::healthmonitors::CreateHealthMonitor;
+use super::members::CreateMember;
+use super::IdRef;
+use crate::errors::{Result, Service};
+use crate::Cloud;
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct SessionPersistence {
+    /// `SOURCE_IP`, `HTTP_COOKIE`, `APP_COOKIE`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cookie_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct Pool {
+    pub id: String,
+    pub name: String,
+    pub protocol: String,
+    pub lb_algorithm: String,
+    pub listeners: Vec<IdRef>,
+    pub loadbalancers: Vec<IdRef>,
+    pub members: Vec<IdRef>,
+    pub healthmonitor_id: Option<String>,
+    pub session_persistence: Option<SessionPersistence>,
+    pub provisioning_status: String,
+    pub operating_status: String,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CreatePool {
+    /// The ovn provider refuses unnamed pools in a fully-populated create (and leaks the VIP port).
+    pub name: String,
+    pub protocol: String,
+    /// `ROUND_ROBIN`, `LEAST_CONNECTIONS`, `SOURCE_IP`, `SOURCE_IP_PORT` (the only one ovn supports).
+    pub lb_algorithm: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listener_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loadbalancer_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_persistence: Option<SessionPersistence>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<CreateMember>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthmonitor: Option<CreateHealthMonitor>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+impl CreatePool {
+    pub fn new(
+        name: impl Into<String>,
+        protocol: impl Into<String>,
+        lb_algorithm: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            protocol: protocol.into(),
+            lb_algorithm: lb_algorithm.into(),
+            ..Self::default()
+        }
+    }
+}
+
+pub async fn create(cloud: &Cloud, req: &CreatePool) -> Result<Pool> {
+    cloud
+        .send_one(
+            Service::LoadBalancer,
+            "octavia.pools.create",
+            Method::POST,
+            "lbaas/pools".into(),
+            "pool",
+            req,
+        )
+        .await
+}
+
+pub async fn get(cloud: &Cloud, id: &str) -> Result<Pool> {
+    cloud
+        .get_one(
+            Service::LoadBalancer,
+            "octavia.pools.show",
+            format!("lbaas/pools/{id}"),
+            "pool",
+        )
+        .await
+}
+
+pub async fn list(cloud: &Cloud, query: Vec<(String, String)>) -> Result<Vec<Pool>> {
+    cloud
+        .list(
+            Service::LoadBalancer,
+            "octavia.pools.list",
+            "lbaas/pools",
+            "pools",
+            query,
+        )
+        .await
+}
+
+pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
+    cloud
+        .delete_path(
+            Service::LoadBalancer,
+            "octavia.pools.delete",
+            format!("lbaas/pools/{id}"),
+            Vec::new(),
+        )
+        .await
+}

@@ -1,0 +1,264 @@
+//! Octavia API version discovery and the feature gates that hang off it (same thresholds as upstream
+//! kuryr: tags 2.5, providers 2.6, allowed_cidrs 2.12, same port with different protocols 2.13, SCTP 2.23).
+
+use std::collections::BTreeSet;
+
+use reqwest::header::ACCEPT;
+use serde::Deserialize;
+
+use super::listeners::CreateListener;
+use super::loadbalancers::CreateLoadBalancer;
+use crate::errors::{Error, Result, Service};
+use crate::Cloud;
+
+/// `(major, minor)`.
+pub type ApiVersion = (u32, u32);
+
+pub const UDP: ApiVersion = (2, 1);
+pub const TAGS: ApiVersion = (2, 5);
+pub const PROVIDERS: ApiVersion = (2, 6);
+pub const ALLOWED_CIDRS: ApiVersion = (2, 12);
+pub const SAME_PORT_DIFFERENT_PROTOCOL: ApiVersion = (2, 13);
+pub const SCTP: ApiVersion = (2, 23);
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Version {
+    pub id: String,
+    pub status: String,
+}
+
+/// `"v2.30"` -> `(2, 30)`.
+pub fn parse_version(id: &str) -> Option<ApiVersion> {
+    let (maj, min) = id.trim_start_matches('v').split_once('.')?;
+    Some((maj.parse().ok()?, min.parse().ok()?))
+}
+
+/// The highest version the root document lists (CURRENT or SUPPORTED).
+pub fn max_version(versions: &[Version]) -> Option<ApiVersion> {
+    versions
+        .iter()
+        .filter(|v| v.status != "DEPRECATED")
+        .filter_map(|v| parse_version(&v.id))
+        .max()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OctaviaFeatures {
+    pub version: ApiVersion,
+    /// Enabled providers (empty if the API predates the providers list).
+    pub providers: BTreeSet<String>,
+}
+
+impl OctaviaFeatures {
+    pub fn at_least(&self, v: ApiVersion) -> bool {
+        self.version >= v
+    }
+
+    pub fn udp(&self) -> bool {
+        self.at_least(UDP)
+    }
+
+    pub fn sctp(&self) -> bool {
+        self.at_least(SCTP)
+    }
+
+    pub fn tags(&self) -> bool {
+        self.at_least(TAGS)
+    }
+
+    pub fn allowed_cidrs(&self) -> bool {
+        self.at_least(ALLOWED_CIDRS)
+    }
+
+    pub fn same_port_different_protocol(&self) -> bool {
+        self.at_least(SAME_PORT_DIFFERENT_PROTOCOL)
+    }
+
+    pub fn has_provider(&self, name: &str) -> bool {
+        self.providers.contains(name)
+    }
+
+    fn gate(&self, op: &'static str, ok: bool, what: &str, v: ApiVersion) -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Unsupported {
+                op,
+                feature: format!(
+                    "{what} (Octavia API {}.{} needed, cloud has {}.{})",
+                    v.0, v.1, self.version.0, self.version.1
+                ),
+            })
+        }
+    }
+
+    /// Refuses, before any call, a listener this Octavia cannot take.
+    pub fn check_listener(&self, op: &'static str, l: &CreateListener) -> Result<()> {
+        match l.protocol.as_str() {
+            "UDP" => self.gate(op, self.udp(), "UDP listeners", UDP)?,
+            "SCTP" => self.gate(op, self.sctp(), "SCTP listeners", SCTP)?,
+            _ => {}
+        }
+        if l.allowed_cidrs.is_some() {
+            self.gate(op, self.allowed_cidrs(), "allowed_cidrs", ALLOWED_CIDRS)?;
+        }
+        let pool_tags = l.default_pool.as_ref().is_some_and(|p| !p.tags.is_empty());
+        if !l.tags.is_empty() || pool_tags {
+            self.gate(op, self.tags(), "tags", TAGS)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses, before any call, a fully-populated load balancer this Octavia cannot take.
+    pub fn check_loadbalancer(&self, op: &'static str, lb: &CreateLoadBalancer) -> Result<()> {
+        if !lb.tags.is_empty() {
+            self.gate(op, self.tags(), "tags", TAGS)?;
+        }
+        if let Some(p) = &lb.provider {
+            if !self.providers.is_empty() && !self.has_provider(p) {
+                return Err(Error::Unsupported {
+                    op,
+                    feature: format!("Octavia provider {p:?}"),
+                });
+            }
+        }
+        let mut ports = BTreeSet::new();
+        let mut shared = false;
+        for l in &lb.listeners {
+            self.check_listener(op, l)?;
+            shared |= !ports.insert(l.protocol_port);
+        }
+        if shared {
+            self.gate(
+                op,
+                self.same_port_different_protocol(),
+                "listeners on the same port with different protocols",
+                SAME_PORT_DIFFERENT_PROTOCOL,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct VersionDoc {
+    versions: Vec<Version>,
+}
+
+/// `GET /` (unauthenticated version document) and, from 2.6, `GET /lbaas/providers`.
+pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
+    let url = cloud.endpoints().root(Service::LoadBalancer);
+    let op = "octavia.versions";
+    let resp = cloud
+        .http()
+        .get(url)
+        .header(ACCEPT, "application/json")
+        .send()
+        .await
+        .map_err(|source| Error::Transport {
+            service: Service::LoadBalancer,
+            op,
+            attempts: 1,
+            source,
+        })?;
+    let bytes = resp.bytes().await.map_err(|source| Error::Transport {
+        service: Service::LoadBalancer,
+        op,
+        attempts: 1,
+        source,
+    })?;
+    let doc: VersionDoc = serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
+        service: Service::LoadBalancer,
+        op,
+        source,
+    })?;
+    Ok(doc.versions)
+}
+
+pub(crate) async fn discover(cloud: &Cloud) -> Result<OctaviaFeatures> {
+    let version = max_version(&get(cloud).await?).unwrap_or((2, 0));
+    let providers = if version >= PROVIDERS {
+        super::providers::list(cloud)
+            .await?
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    Ok(OctaviaFeatures { version, providers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::octavia::pools::CreatePool;
+
+    fn feats(v: ApiVersion) -> OctaviaFeatures {
+        OctaviaFeatures {
+            version: v,
+            providers: ["ovn".to_owned(), "amphora".to_owned()].into(),
+        }
+    }
+
+    #[test]
+    fn version_document_parsing() {
+        assert_eq!(parse_version("v2.30"), Some((2, 30)));
+        assert_eq!(parse_version("v2.0"), Some((2, 0)));
+        assert_eq!(parse_version("v2"), None);
+        let vs = vec![
+            Version {
+                id: "v2.0".into(),
+                status: "SUPPORTED".into(),
+            },
+            Version {
+                id: "v2.30".into(),
+                status: "CURRENT".into(),
+            },
+            Version {
+                id: "v2.9".into(),
+                status: "SUPPORTED".into(),
+            },
+        ];
+        assert_eq!(max_version(&vs), Some((2, 30)));
+    }
+
+    fn lb(listeners: Vec<CreateListener>) -> CreateLoadBalancer {
+        CreateLoadBalancer {
+            name: "x".into(),
+            provider: Some("ovn".into()),
+            listeners,
+            ..CreateLoadBalancer::default()
+        }
+    }
+
+    #[test]
+    fn gates_refuse_what_old_apis_lack() {
+        let tcp_udp = lb(vec![
+            CreateListener::new("a", "TCP", 53),
+            CreateListener::new("b", "UDP", 53),
+        ]);
+        assert!(feats((2, 30)).check_loadbalancer("op", &tcp_udp).is_ok());
+        assert!(matches!(
+            feats((2, 12)).check_loadbalancer("op", &tcp_udp),
+            Err(Error::Unsupported { .. })
+        ));
+        let sctp = lb(vec![CreateListener::new("s", "SCTP", 9)]);
+        assert!(feats((2, 22)).check_loadbalancer("op", &sctp).is_err());
+        assert!(feats((2, 23)).check_loadbalancer("op", &sctp).is_ok());
+        let mut cidrs = CreateListener::new("c", "TCP", 80);
+        cidrs.allowed_cidrs = Some(vec!["10.0.0.0/8".into()]);
+        assert!(feats((2, 11)).check_listener("op", &cidrs).is_err());
+        let mut tagged =
+            CreateListener::new("t", "TCP", 80).with_pool(CreatePool::new("p", "TCP", "ROUND_ROBIN"));
+        if let Some(p) = tagged.default_pool.as_mut() {
+            p.tags = vec!["kuryr.uid=1".into()];
+        }
+        assert!(feats((2, 4)).check_listener("op", &tagged).is_err());
+        let mut unknown = lb(vec![]);
+        unknown.provider = Some("f5".into());
+        assert!(feats((2, 30)).check_loadbalancer("op", &unknown).is_err());
+    }
+}
