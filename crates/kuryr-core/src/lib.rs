@@ -2,7 +2,15 @@
 //! Neutron and Kubernetes state); nothing here talks to a server, so all of it is tested without one.
 //!
 //! Pod networking: [`vlan`] (per-trunk VLAN ids), [`pool`] / [`pool_sizing`] (warm port pools),
-//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle).
-//! NetworkPolicy compilation lives in `policy`.
+//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle),
+//! on the cloud values of [`neutron`]. NetworkPolicy compilation lives in `policy`.
 
 #![forbid(unsafe_code)]
+
+pub mod error;
+pub mod neutron;
+pub mod pool;
+pub mod pool_sizing;
+pub mod vlan;
+
+pub use error::CoreError;

@@ -1,0 +1,215 @@
+use super::*;
+use crate::neutron::Subport;
+
+fn sgs(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn mk_key(trunk: &str) -> PoolKey {
+    PoolKey {
+        parent: PoolParent::Trunk(trunk.into()),
+        network_id: "net".into(),
+        project_id: "proj".into(),
+    }
+}
+
+fn mk_pool(free: &[(&str, &[&str])]) -> Pool {
+    let mut pool = Pool::new(mk_key("trunk-1"), sgs(&["default"]));
+    for (id, s) in free {
+        pool.add_free(id, sgs(s));
+    }
+    pool
+}
+
+fn mk_port(id: &str, host: &str, tags: &[&str]) -> NeutronPort {
+    NeutronPort {
+        id: id.into(),
+        network_id: "net".into(),
+        project_id: "proj".into(),
+        device_owner: DEVICE_OWNER.into(),
+        binding_host_id: host.into(),
+        tags: sgs(tags),
+        security_groups: sgs(&["default"]),
+        ..NeutronPort::default()
+    }
+}
+
+#[test]
+fn a_pod_takes_a_port_that_already_has_its_sgs_without_an_update() {
+    let mut pool = mk_pool(&[("a", &["default"]), ("b", &["web"])]);
+    assert_eq!(
+        pool.take("pod-1", &sgs(&["web"])),
+        Some(Taken {
+            port_id: "b".into(),
+            sg_update: None
+        })
+    );
+}
+
+#[test]
+fn a_pod_with_other_sgs_takes_the_oldest_port_and_one_update() {
+    let mut pool = mk_pool(&[("a", &["default"]), ("b", &["default"])]);
+    assert_eq!(
+        pool.take("pod-1", &sgs(&["db"])),
+        Some(Taken {
+            port_id: "a".into(),
+            sg_update: Some(sgs(&["db"]))
+        })
+    );
+}
+
+#[test]
+fn a_pod_finding_the_pool_empty_counts_as_surge_demand_until_served() {
+    let mut pool = mk_pool(&[]);
+    assert_eq!(pool.take("pod-1", &sgs(&["default"])), None);
+    assert_eq!(pool.take("pod-1", &sgs(&["default"])), None);
+    assert_eq!(pool.load().pending, 1);
+    assert_eq!(pool.plan(PoolLimits::default()).create, 10);
+    pool.begin_create(10);
+    let ids: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    pool.created(&ids);
+    assert!(pool.take("pod-1", &sgs(&["default"])).is_some());
+    assert_eq!(
+        pool.load(),
+        PoolLoad {
+            free: 9,
+            in_flight: 0,
+            pending: 0
+        }
+    );
+}
+
+#[test]
+fn a_forgotten_pod_no_longer_drives_creates() {
+    let mut pool = mk_pool(&[("a", &["default"]), ("b", &["default"]), ("c", &["default"])]);
+    pool.take("gone", &sgs(&[]));
+    pool.take("gone2", &sgs(&[]));
+    pool.take("gone3", &sgs(&[]));
+    pool.take("gone4", &sgs(&[]));
+    assert_eq!(pool.load().pending, 1);
+    pool.forget("gone4");
+    assert_eq!(pool.load().pending, 0);
+}
+
+#[test]
+fn a_released_port_is_recycled_with_its_sgs_reset_to_the_pool_default() {
+    let pool = mk_pool(&[]);
+    assert_eq!(
+        pool.on_release(&sgs(&["web"]), PoolLimits::default()),
+        ReleaseDecision::Recycle {
+            sg_reset: Some(sgs(&["default"]))
+        }
+    );
+    assert_eq!(
+        pool.on_release(&sgs(&["default"]), PoolLimits::default()),
+        ReleaseDecision::Recycle { sg_reset: None }
+    );
+}
+
+#[test]
+fn a_released_port_is_deleted_when_the_pool_is_full() {
+    let pool = mk_pool(&[("a", &["default"]), ("b", &["default"])]);
+    let limits = PoolLimits::new(1, 2, 1).unwrap();
+    assert_eq!(pool.on_release(&sgs(&["web"]), limits), ReleaseDecision::Delete);
+}
+
+#[test]
+fn a_failed_batch_stops_counting_as_in_flight() {
+    let mut pool = mk_pool(&[]);
+    pool.begin_create(10);
+    assert_eq!(pool.plan(PoolLimits::default()).create, 0);
+    pool.create_failed(10);
+    assert_eq!(pool.plan(PoolLimits::default()).create, 10);
+}
+
+#[test]
+fn ports_above_max_are_given_back_newest_first() {
+    let mut pool = mk_pool(&[
+        ("old", &["default"]),
+        ("mid", &["default"]),
+        ("new", &["default"]),
+    ]);
+    let limits = PoolLimits::new(0, 1, 1).unwrap();
+    let n = pool.plan(limits).release;
+    assert_eq!(pool.take_for_release(n), vec!["mid".to_string(), "new".into()]);
+    assert_eq!(pool.load().free, 1);
+}
+
+#[test]
+fn pools_of_deleted_nodes_are_drained_and_removed() {
+    let mut pools = Pools::default();
+    pools
+        .entry(mk_key("t-live"), &sgs(&["default"]))
+        .add_free("a", sgs(&["default"]));
+    pools
+        .entry(mk_key("t-dead"), &sgs(&["default"]))
+        .add_free("b", sgs(&["default"]));
+    let live = [PoolParent::Trunk("t-live".into())].into_iter().collect();
+    let drained = pools.drain_dead_parents(&live);
+    assert_eq!(drained, vec![(mk_key("t-dead"), vec!["b".to_string()])]);
+    assert_eq!(pools.len(), 1);
+}
+
+#[test]
+fn a_dead_pool_with_creates_in_flight_stays_until_they_land() {
+    let mut pools = Pools::default();
+    pools.entry(mk_key("t-dead"), &sgs(&[])).begin_create(3);
+    assert!(pools.drain_dead_parents(&BTreeSet::new()).is_empty());
+    assert_eq!(pools.len(), 1);
+    pools
+        .get_mut(&mk_key("t-dead"))
+        .unwrap()
+        .created(&["x".to_string()]);
+    pools.get_mut(&mk_key("t-dead")).unwrap().create_failed(2);
+    assert_eq!(pools.drain_dead_parents(&BTreeSet::new()).len(), 1);
+    assert!(pools.is_empty());
+}
+
+#[test]
+fn pools_are_rebuilt_from_tagged_unused_ports_after_a_restart() {
+    let tags = vec!["kuryr.openstack.org/cluster=c1".to_string()];
+    let mut recycled = mk_port("sub-web", "", &["kuryr.openstack.org/cluster=c1"]);
+    recycled.security_groups = sgs(&["web"]);
+    let ports = vec![
+        mk_port("sub-free", "", &["kuryr.openstack.org/cluster=c1"]),
+        mk_port("sub-used", "", &["kuryr.openstack.org/cluster=c1"]),
+        recycled,
+        mk_port("bound-free", "node-2", &["kuryr.openstack.org/cluster=c1"]),
+        mk_port("half-made", "", &["kuryr.openstack.org/cluster=c1"]),
+        mk_port("other-cluster", "node-2", &["kuryr.openstack.org/cluster=c2"]),
+        NeutronPort {
+            device_owner: "compute:nova".into(),
+            ..mk_port("vm", "node-2", &[])
+        },
+    ];
+    let trunks = vec![Trunk {
+        id: "trunk-1".into(),
+        port_id: "vm".into(),
+        subports: ["sub-free", "sub-used", "sub-web"]
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Subport {
+                port_id: (*p).into(),
+                segmentation_id: i as u16 + 1,
+            })
+            .collect(),
+    }];
+    let in_use = sgs(&["sub-used"]);
+    let rebuilt = rebuild(&ports, &trunks, &in_use, &tags, &sgs(&["default"]));
+
+    let trunk_pool = rebuilt.pools.get(&mk_key("trunk-1")).unwrap();
+    let free: Vec<_> = trunk_pool.free_ports().map(|p| p.port_id.as_str()).collect();
+    assert_eq!(free, vec!["sub-free", "sub-web"]);
+    let host_key = PoolKey {
+        parent: PoolParent::Host("node-2".into()),
+        ..mk_key("")
+    };
+    assert_eq!(rebuilt.pools.pool_of_free_port("bound-free"), Some(&host_key));
+    assert_eq!(rebuilt.orphans, vec!["half-made".to_string()]);
+    assert_eq!(rebuilt.pools.len(), 2);
+
+    // The recycled port whose SG reset was cut short still serves a pod that wants "web" for free.
+    let mut pools = rebuilt.pools;
+    let pool = pools.get_mut(&mk_key("trunk-1")).unwrap();
+    assert_eq!(pool.take("pod", &sgs(&["web"])).unwrap().sg_update, None);
+}
