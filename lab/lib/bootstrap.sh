@@ -19,6 +19,17 @@ if [ "$LAB_AUTH" = keystone ]; then
   [ -n "$TOKEN" ] || die "bootstrap: no Keystone token for user kuryr"
   PROJECT_ID=$(cat "$S/keystone/kuryr-project-id")
   AUTH=(-H "X-Auth-Token: $TOKEN")
+  # An application credential for the kuryr user (the auth kind operators are told to prefer).
+  if [ ! -f "$S/keystone/appcred.json" ]; then
+    uid=$(curl -sf -H "X-Auth-Token: $TOKEN" "http://127.0.0.1:$P_KEYSTONE/v3/auth/tokens" -H "X-Subject-Token: $TOKEN" | jq -r .token.user.id)
+    curl -sf -H "X-Auth-Token: $TOKEN" -H 'Content-Type: application/json' \
+      "http://127.0.0.1:$P_KEYSTONE/v3/users/$uid/application_credentials" \
+      -d '{"application_credential":{"name":"kuryr-lab","description":"kuryr-rs lab"}}' >"$S/keystone/appcred.json.tmp" \
+      || die "bootstrap: could not create an application credential"
+    mv "$S/keystone/appcred.json.tmp" "$S/keystone/appcred.json"; chmod 600 "$S/keystone/appcred.json"
+  fi
+  APPCRED_ID=$(jq -r .application_credential.id "$S/keystone/appcred.json")
+  APPCRED_SECRET=$(jq -r .application_credential.secret "$S/keystone/appcred.json")
 else
   # noauth Neutron acts as admin when no X-Project-Id is sent; the project goes into each body.
   PROJECT_ID=0c8d1f4e6a7b4b1f9a3e5d2c1b0a9f8e
@@ -119,12 +130,14 @@ log "$LAB_VMS Nodes registered ($(since "$t")s)"
 
 jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --arg auth "$LAB_AUTH" \
   --arg ks "$([ "$LAB_AUTH" = keystone ] && echo "http://127.0.0.1:$P_KEYSTONE/v3")" \
+  --arg ks_short "$([ "$LAB_AUTH" = keystone ] && echo "http://127.0.0.1:$P_KEYSTONE_SHORT/v3")" --argjson short_exp "$LAB_SHORT_TOKEN_EXPIRATION" \
   --arg neutron "http://127.0.0.1:$P_NEUTRON" --arg octavia "http://127.0.0.1:$P_OCTAVIA" --arg project "$PROJECT_ID" \
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
   --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
-    auth:$auth, keystone_url:(if $ks=="" then null else $ks end), neutron_url:$neutron, octavia_url:$octavia,
+    auth:$auth, keystone_url:(if $ks=="" then null else $ks end),
+    keystone_short_token_url:(if $ks_short=="" then null else $ks_short end), short_token_expiration_s:$short_exp, neutron_url:$neutron, octavia_url:$octavia,
     project_id:$project, region:$region, chassis:$chassis, service_cluster_ip_range:$svc_range,
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
     service_subnet_cidr:$sc, router_id:$r, external_network_id:$en, external_subnet_id:$es,
@@ -138,6 +151,27 @@ clouds:
     auth_type: password
     auth:
       auth_url: http://127.0.0.1:$P_KEYSTONE/v3
+      username: kuryr
+      password: $ADMIN_PASSWORD
+      project_name: $LAB_PROJECT
+      user_domain_id: default
+      project_domain_id: default
+    region_name: $LAB_REGION
+    interface: public
+    identity_api_version: 3
+  kuryr-lab-appcred:
+    auth_type: v3applicationcredential
+    auth:
+      auth_url: http://127.0.0.1:$P_KEYSTONE/v3
+      application_credential_id: ${APPCRED_ID:-none}
+      application_credential_secret: ${APPCRED_SECRET:-none}
+    region_name: $LAB_REGION
+    interface: public
+    identity_api_version: 3
+  kuryr-lab-short-token:
+    auth_type: password
+    auth:
+      auth_url: http://127.0.0.1:$P_KEYSTONE_SHORT/v3
       username: kuryr
       password: $ADMIN_PASSWORD
       project_name: $LAB_PROJECT

@@ -111,6 +111,7 @@ key_repository = $S/keystone/fernet-keys
 [credential]
 key_repository = $S/keystone/credential-keys
 EOC
+  sed "s/^expiration = .*/expiration = $LAB_SHORT_TOKEN_EXPIRATION/" "$S/keystone/keystone.conf" >"$S/keystone/keystone-short.conf"
   if [ "$LAB_AUTH" = keystone ]; then
     auth_neutron="auth_strategy = keystone"
     auth_octavia="auth_strategy = keystone"
@@ -327,7 +328,12 @@ keystone_up() {
     OS_KEYSTONE_CONFIG_FILES="$S/keystone/keystone.conf" start keystone "$S/log/keystone.log" \
       "$VK/bin/python" "$LAB_DIR/py/wsgi_serve.py" keystone $P_KEYSTONE
   fi
+  if ! running keystone-short; then
+    OS_KEYSTONE_CONFIG_FILES="$S/keystone/keystone-short.conf" start keystone-short "$S/log/keystone-short.log" \
+      "$VK/bin/python" "$LAB_DIR/py/wsgi_serve.py" keystone $P_KEYSTONE_SHORT
+  fi
   waitfor keystone 90 curl -sf "$KS" || fail_component keystone "$S/log/keystone.log"
+  waitfor keystone-short 90 curl -sf "http://127.0.0.1:$P_KEYSTONE_SHORT/v3" || fail_component keystone-short "$S/log/keystone-short.log"
   if [ ! -f "$S/keystone/.registered" ]; then
     local tok; tok=$(ks_token admin "$ADMIN_PASSWORD" admin)
     [ -n "$tok" ] || fail_component keystone "$S/log/keystone.log"

@@ -6,17 +6,20 @@ REPO_DIR=$(cd "$LAB_DIR/.." && pwd)
 LAB_STATE=${KURYR_LAB_STATE:-/var/lib/kuryr-lab}
 LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
 KUBE_VERSION=1.20.2
-KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab2/bin}
+KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab3/bin}
 LAB_VMS=${KURYR_LAB_VMS:-3}
 # Lab option: auth for Neutron/Octavia. keystone (default, as every real cloud) or noauth.
 LAB_AUTH=${KURYR_LAB_AUTH:-keystone}
 # Keystone token lifetime in seconds (short values let tests see tokens expire mid-run).
 LAB_TOKEN_EXPIRATION=${KURYR_LAB_TOKEN_EXPIRATION:-3600}
+# A second Keystone API on the same database and keys issues tokens that expire after this many seconds, so tests
+# can watch a client's token expire mid-run while the rest of the lab keeps normal tokens.
+LAB_SHORT_TOKEN_EXPIRATION=${KURYR_LAB_SHORT_TOKEN_EXPIRATION:-20}
 
 # Ports, all on 127.0.0.1.
 P_ETCD=22379 P_ETCD_PEER=22380 P_KAPI=26443 P_KCM=20257 P_KSCHED=20259
 P_DB=23306 P_NB=26641 P_SB=26642 P_KEYSTONE=25000 P_NEUTRON=29696 P_OCTAVIA=29876
-P_AMQP=25673 P_EPMD=24369 P_OCT_HM=25555
+P_KEYSTONE_SHORT=25001 P_AMQP=25673 P_EPMD=24369 P_OCT_HM=25555
 
 # Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
 POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1

@@ -28,9 +28,9 @@ stop_group() { # NAME... : TERM every recorded process group, wait <= 5 s, KILL 
 [ -d "$LAB_STATE" ] || { log "no lab state in $LAB_STATE: nothing to stop"; exit 0; }
 t=$(now)
 # Anything the project's own binaries (controller, daemons, kubelets, containerd, sample servers) left behind.
-extra=$(ls "$LAB_STATE/pids" 2>/dev/null | sed -n 's/\.pid$//p' | grep -vxE 'etcd|kube-.*|mariadbd|ovn-.*|ovs-.*|rabbitmq|keystone|neutron-api|octavia-.*' || true)
+extra=$(ls "$LAB_STATE/pids" 2>/dev/null | sed -n 's/\.pid$//p' | grep -vxE 'etcd|kube-.*|mariadbd|ovn-.*|ovs-.*|rabbitmq|keystone.*|neutron-api|octavia-.*' || true)
 [ -n "$extra" ] && stop_group $extra
-stop_group octavia-api octavia-worker octavia-driver-agent neutron-api keystone kube-scheduler kube-controller-manager
+stop_group octavia-api octavia-worker octavia-driver-agent neutron-api keystone keystone-short kube-scheduler kube-controller-manager
 stop_group kube-apiserver
 stop_group etcd rabbitmq
 # rabbitmq's epmd daemon runs detached from the server's group: stop the one on the lab's port only

@@ -5,7 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-APT_PACKAGES=(etcd-server golang-go golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev dpkg-dev mariadb-server rabbitmq-server
+APT_PACKAGES=(etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev mariadb-server rabbitmq-server
   openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
   python3-venv procps psmisc kmod iputils-ping)
 

@@ -28,13 +28,16 @@ pub struct LabVm {
 pub struct Lab {
     pub state_dir: PathBuf,
     pub kubeconfig: PathBuf,
-    /// clouds.yaml with the clouds `kuryr-lab` (admin, password), `kuryr-lab-noauth` (when Neutron/Octavia run
-    /// without Keystone) and `kuryr-lab-appcred` (application credential, when created).
+    /// clouds.yaml with the clouds `kuryr-lab` (password), `kuryr-lab-appcred` (application credential),
+    /// `kuryr-lab-short-token` (password, short-lived tokens) and `kuryr-lab-noauth` (no Keystone).
     pub clouds_yaml: PathBuf,
     pub cloud: String,
     /// `keystone` or `noauth`.
     pub auth: String,
     pub keystone_url: Option<String>,
+    /// A second Keystone API whose tokens expire after `short_token_expiration_s` (cloud `kuryr-lab-short-token`).
+    pub keystone_short_token_url: Option<String>,
+    pub short_token_expiration_s: u64,
     pub neutron_url: String,
     pub octavia_url: String,
     pub project_id: String,
