@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod policy;
+
 pub mod error;
 pub mod neutron;
 pub mod pool;

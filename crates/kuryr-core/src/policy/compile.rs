@@ -1,0 +1,665 @@
+//! The compiler: cluster state + NetworkPolicies → desired security groups, address groups and
+//! per-pod SG sets. Pure and deterministic (sorted maps everywhere), so the same input always yields
+//! the same names, rules and order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kuryr_api::policy::{EtherType, SecurityGroupRule, SgRuleDirection};
+
+use super::cidr::{Cidr, Family};
+use super::k8s_eval::rule_matches;
+use super::model::{
+    Cluster, Endpoint, NamespaceMatch, Peer, Pod, PodKey, Policy, PolicyKey, PortSpec, Protocol,
+};
+use super::selectors::LabelSelector;
+use super::{stable_hash, CompileOptions, PeerMode, PolicyError};
+
+/// Key of the permissive ingress SG (pods no policy isolates for ingress).
+pub const ALLOW_INGRESS_KEY: &str = "allow/ingress";
+/// Key of the permissive egress SG.
+pub const ALLOW_EGRESS_KEY: &str = "allow/egress";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Direction {
+    Ingress,
+    Egress,
+}
+
+/// What a rule matches on the far side of the connection.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Remote {
+    Any,
+    Prefix(Cidr),
+    /// `remote_group_id`: in desired state the group's key, in observed state its Neutron id.
+    Group(String),
+    /// `remote_address_group_id`: key (desired) or id (observed), as for `Group`.
+    AddressGroup(String),
+}
+
+/// One Neutron security group rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rule {
+    pub direction: Direction,
+    pub family: Family,
+    /// `None`: any protocol.
+    pub protocol: Option<Protocol>,
+    /// Inclusive port range; `None`: every port.
+    pub ports: Option<(u16, u16)>,
+    pub remote: Remote,
+}
+
+impl Rule {
+    /// The rule in Neutron API form (as kept in KuryrNetworkPolicy), with group keys mapped to ids by
+    /// `id_of`. `None` when a group has no id yet or the rule names an address group, which that
+    /// type can't carry: dropping the remote would turn the rule into "from anywhere".
+    pub fn to_api(&self, id_of: impl Fn(&str) -> Option<String>) -> Option<SecurityGroupRule> {
+        let (remote_ip_prefix, remote_group_id) = match &self.remote {
+            Remote::Any => (None, None),
+            Remote::Prefix(c) => (Some(c.to_string()), None),
+            Remote::Group(k) => (None, Some(id_of(k)?)),
+            Remote::AddressGroup(_) => return None,
+        };
+        Some(SecurityGroupRule {
+            direction: match self.direction {
+                Direction::Ingress => SgRuleDirection::Ingress,
+                Direction::Egress => SgRuleDirection::Egress,
+            },
+            ethertype: match self.family {
+                Family::V4 => EtherType::IPv4,
+                Family::V6 => EtherType::IPv6,
+            },
+            protocol: self.protocol.map(|p| p.neutron().to_owned()),
+            port_range_min: self.ports.map(|(a, _)| i32::from(a)),
+            port_range_max: self.ports.map(|(_, b)| i32::from(b)),
+            remote_ip_prefix,
+            remote_group_id,
+            ..SecurityGroupRule::default()
+        })
+    }
+}
+
+/// A security group kuryr wants to exist, with exactly these rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredSg {
+    /// Stable identity inside kuryr (e.g. `np/<ns>/<name>`, `sel/<ns match>/<pod selector>`).
+    pub key: String,
+    /// Neutron name, derived from the key (unique per key; how observed groups are matched).
+    pub name: String,
+    pub description: String,
+    pub rules: BTreeSet<Rule>,
+}
+
+/// A Neutron address group holding the IPs of the pods one selector matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredAddressGroup {
+    pub key: String,
+    pub name: String,
+    pub description: String,
+    pub addresses: BTreeSet<Cidr>,
+}
+
+/// A policy compiled fail-closed: its pods are isolated as it declares, with nothing allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectedPolicy {
+    pub policy: PolicyKey,
+    pub error: PolicyError,
+}
+
+/// Where the compiled state allows less than Kubernetes would (never more): surfaced as warnings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Narrowing {
+    /// The policy's egress allows some but not all backends of a Service port (or a selected pod
+    /// backs the Service itself): Neutron sees the VIP before the load balancer picks a backend, so
+    /// the VIP stays closed rather than open to every backend.
+    ServicePartiallyAllowed {
+        policy: PolicyKey,
+        service: PodKey,
+        port: u16,
+    },
+}
+
+/// The desired Neutron state for a whole cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompiledPolicy {
+    /// Sorted by key.
+    pub security_groups: Vec<DesiredSg>,
+    /// Sorted by key; empty unless [`PeerMode::AddressGroups`].
+    pub address_groups: Vec<DesiredAddressGroup>,
+    /// Every pod → the keys of the SGs its port must carry (exactly these).
+    pub memberships: BTreeMap<PodKey, BTreeSet<String>>,
+    pub rejected: Vec<RejectedPolicy>,
+    pub narrowings: Vec<Narrowing>,
+}
+
+impl CompiledPolicy {
+    pub fn rule_count(&self) -> usize {
+        self.security_groups.iter().map(|sg| sg.rules.len()).sum()
+    }
+
+    pub fn security_group(&self, key: &str) -> Option<&DesiredSg> {
+        self.security_groups
+            .binary_search_by(|sg| sg.key.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.security_groups[i])
+    }
+
+    pub fn address_group(&self, key: &str) -> Option<&DesiredAddressGroup> {
+        self.address_groups
+            .binary_search_by(|ag| ag.key.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.address_groups[i])
+    }
+}
+
+/// Peer selector of a selector group; `port` narrows it to pods whose named port resolves to a number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct GroupDef {
+    namespaces: NamespaceMatch,
+    pods: LabelSelector,
+    port: Option<(Protocol, String, u16)>,
+}
+
+impl GroupDef {
+    fn matches(&self, cluster: &Cluster, pod: &Pod) -> bool {
+        self.namespaces
+            .matches(&pod.namespace, &cluster.namespace_labels(&pod.namespace))
+            && self.pods.matches(&pod.labels)
+            && self
+                .port
+                .as_ref()
+                .is_none_or(|(proto, name, n)| pod.resolve_port(name, *proto) == Some(*n))
+    }
+}
+
+/// Compiles `policies` for `cluster`. Policies that can't be expressed exactly are compiled
+/// fail-closed and listed in `rejected`; exceeding the quota fails the whole compilation (the
+/// controller then keeps the current state and reports).
+pub fn compile(
+    cluster: &Cluster,
+    policies: &[Policy],
+    opts: &CompileOptions,
+) -> Result<CompiledPolicy, PolicyError> {
+    if opts.namespace_isolation && opts.pod_cidrs.is_empty() {
+        return Err(PolicyError::InvalidOptions(
+            "namespace isolation needs the pod CIDRs".into(),
+        ));
+    }
+    let mut b = Builder::new(cluster, opts);
+    for p in policies {
+        match check_expressible(p) {
+            Ok(()) => b.policy(p),
+            Err(error) => {
+                b.rejected.push(RejectedPolicy {
+                    policy: p.key(),
+                    error,
+                });
+                b.policy(&Policy {
+                    ingress: Vec::new(),
+                    egress: Vec::new(),
+                    ..p.clone()
+                });
+            }
+        }
+    }
+    b.permissive();
+    b.finish()
+}
+
+/// Rejects what would need per-pod rules or open more than written.
+fn check_expressible(p: &Policy) -> Result<(), PolicyError> {
+    if !p.isolates_egress {
+        return Ok(());
+    }
+    for rule in &p.egress {
+        let named = rule.ports.iter().find_map(|pm| match &pm.port {
+            PortSpec::Named(n) => Some(n),
+            _ => None,
+        });
+        let block = rule.peers.iter().any(|peer| matches!(peer, Peer::IpBlock { .. }));
+        if let (Some(name), true) = (named, block) {
+            return Err(PolicyError::UnsupportedPeer(format!(
+                "policy {}: egress to an ipBlock on named port {name:?} (the number depends on the destination pod)",
+                p.key()
+            )));
+        }
+    }
+    Ok(())
+}
+
+type PortSet = (Option<Protocol>, Option<(u16, u16)>);
+
+/// Splits a rule's ports into what Neutron takes literally and the named ones to resolve.
+fn split_ports(ports: &[super::model::PortMatch]) -> (Vec<PortSet>, Vec<(Protocol, String)>) {
+    if ports.is_empty() {
+        return (vec![(None, None)], Vec::new());
+    }
+    let mut fixed = Vec::new();
+    let mut named = Vec::new();
+    for pm in ports {
+        match &pm.port {
+            PortSpec::All => fixed.push((Some(pm.protocol), None)),
+            PortSpec::Range(a, b) => fixed.push((Some(pm.protocol), Some((*a, *b)))),
+            PortSpec::Named(n) => named.push((pm.protocol, n.clone())),
+        }
+    }
+    (fixed, named)
+}
+
+/// A Neutron name for a key: readable part (sanitised, bounded) plus a hash of the key so that
+/// different keys never share a name.
+fn object_name(kind: &str, readable: &str, key: &str) -> String {
+    let readable: String = readable
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(160)
+        .collect();
+    let hash = stable_hash(key) & 0xffff_ffff_ffff;
+    if readable.is_empty() {
+        format!("kuryr-{kind}-{hash:012x}")
+    } else {
+        format!("kuryr-{kind}-{readable}-{hash:012x}")
+    }
+}
+
+struct Builder<'a> {
+    cluster: &'a Cluster,
+    opts: &'a CompileOptions,
+    sgs: BTreeMap<String, DesiredSg>,
+    groups: BTreeMap<String, GroupDef>,
+    memberships: BTreeMap<PodKey, BTreeSet<String>>,
+    ingress_isolated: BTreeSet<PodKey>,
+    egress_isolated: BTreeSet<PodKey>,
+    rejected: Vec<RejectedPolicy>,
+    narrowings: Vec<Narrowing>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(cluster: &'a Cluster, opts: &'a CompileOptions) -> Self {
+        let memberships = cluster.pods.iter().map(|p| (p.key(), BTreeSet::new())).collect();
+        Self {
+            cluster,
+            opts,
+            sgs: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            memberships,
+            ingress_isolated: BTreeSet::new(),
+            egress_isolated: BTreeSet::new(),
+            rejected: Vec::new(),
+            narrowings: Vec::new(),
+        }
+    }
+
+    fn sg(&mut self, key: &str, name: String, description: String) {
+        self.sgs.entry(key.to_owned()).or_insert_with(|| DesiredSg {
+            key: key.to_owned(),
+            name,
+            description,
+            rules: BTreeSet::new(),
+        });
+    }
+
+    fn attach(&mut self, pod: PodKey, key: &str) {
+        self.memberships.entry(pod).or_default().insert(key.to_owned());
+    }
+
+    fn add_rules(&mut self, key: &str, direction: Direction, remotes: &[Remote], ports: &[PortSet]) {
+        let families = &self.opts.families;
+        let Some(sg) = self.sgs.get_mut(key) else { return };
+        for remote in remotes {
+            let fams = match remote {
+                Remote::Prefix(c) => vec![c.family()],
+                _ => families.clone(),
+            };
+            for family in fams {
+                for (protocol, range) in ports {
+                    sg.rules.insert(Rule {
+                        direction,
+                        family,
+                        protocol: *protocol,
+                        ports: *range,
+                        remote: remote.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    fn group(
+        &mut self,
+        namespaces: &NamespaceMatch,
+        pods: &LabelSelector,
+        port: Option<(Protocol, &str, u16)>,
+    ) -> Remote {
+        let mut key = format!("sel/{namespaces}/{pods}");
+        if let Some((proto, name, n)) = port {
+            key.push_str(&format!("/{proto}:{name}={n}"));
+        }
+        self.groups.entry(key.clone()).or_insert_with(|| GroupDef {
+            namespaces: namespaces.clone(),
+            pods: pods.clone(),
+            port: port.map(|(p, name, n)| (p, name.to_owned(), n)),
+        });
+        match self.opts.peer_mode {
+            PeerMode::SecurityGroups => Remote::Group(key),
+            PeerMode::AddressGroups => Remote::AddressGroup(key),
+        }
+    }
+
+    /// Egress to "anywhere" or to an ipBlock must not include Service VIPs: Kubernetes applies
+    /// egress policy after DNAT, so VIPs are opened per Service in [`Builder::services`].
+    fn prefixes(&self, cidr: &Cidr, except: &[Cidr], direction: Direction) -> Vec<Remote> {
+        let mut except = except.to_vec();
+        if direction == Direction::Egress {
+            except.extend(self.opts.service_cidrs.iter().copied());
+        }
+        if except.is_empty() && cidr.prefix_len() == 0 {
+            return vec![Remote::Any];
+        }
+        cidr.subtract(&except).into_iter().map(Remote::Prefix).collect()
+    }
+
+    fn remotes(&mut self, peers: &[Peer], direction: Direction) -> Vec<Remote> {
+        if peers.is_empty() {
+            if direction == Direction::Egress && !self.opts.service_cidrs.is_empty() {
+                let fams = self.opts.families.clone();
+                return fams
+                    .iter()
+                    .flat_map(|f| self.prefixes(&Cidr::any(*f), &[], direction))
+                    .collect();
+            }
+            return vec![Remote::Any];
+        }
+        let mut out = Vec::new();
+        for peer in peers {
+            match peer {
+                Peer::Pods { namespaces, pods } => out.push(self.group(namespaces, pods, None)),
+                Peer::IpBlock { cidr, except } => out.extend(self.prefixes(cidr, except, direction)),
+            }
+        }
+        out
+    }
+
+    fn policy(&mut self, p: &Policy) {
+        let key = format!("np/{}/{}", p.namespace, p.name);
+        let name = object_name("np", &format!("{}-{}", p.namespace, p.name), &key);
+        self.sg(&key, name, format!("NetworkPolicy {}/{}", p.namespace, p.name));
+        let cluster = self.cluster;
+        let selected: Vec<&Pod> = cluster.pods.iter().filter(|x| p.selects(x)).collect();
+        for pod in &selected {
+            self.attach(pod.key(), &key);
+            if p.isolates_ingress {
+                self.ingress_isolated.insert(pod.key());
+            }
+            if p.isolates_egress {
+                self.egress_isolated.insert(pod.key());
+            }
+        }
+        if p.isolates_ingress {
+            self.ingress(p, &key, &selected);
+        }
+        if p.isolates_egress {
+            self.egress(p, &key, &selected);
+        }
+    }
+
+    fn ingress(&mut self, p: &Policy, key: &str, selected: &[&Pod]) {
+        for (ri, rule) in p.ingress.iter().enumerate() {
+            let remotes = self.remotes(&rule.peers, Direction::Ingress);
+            let (fixed, named) = split_ports(&rule.ports);
+            self.add_rules(key, Direction::Ingress, &remotes, &fixed);
+            // A named port resolves on each selected pod; pods resolving to the same number share an
+            // SG, so opening 8080 for one pod never opens it on a pod whose name maps elsewhere.
+            let mut by_number: BTreeMap<(Protocol, u16), Vec<PodKey>> = BTreeMap::new();
+            for pod in selected {
+                for (proto, name) in &named {
+                    if let Some(n) = pod.resolve_port(name, *proto) {
+                        by_number.entry((*proto, n)).or_default().push(pod.key());
+                    }
+                }
+            }
+            for ((proto, n), pods) in by_number {
+                let vkey = format!("{key}/ingress{ri}/{proto}/{n}");
+                let name = object_name(
+                    "np",
+                    &format!("{}-{}-in{ri}-{proto}{n}", p.namespace, p.name),
+                    &vkey,
+                );
+                self.sg(
+                    &vkey,
+                    name,
+                    format!(
+                        "NetworkPolicy {}/{} ingress rule {ri}, {proto} {n}",
+                        p.namespace, p.name
+                    ),
+                );
+                self.add_rules(
+                    &vkey,
+                    Direction::Ingress,
+                    &remotes,
+                    &[(Some(proto), Some((n, n)))],
+                );
+                for pod in pods {
+                    self.attach(pod, &vkey);
+                }
+            }
+        }
+        // Hairpin: a backend reaching itself through its Service arrives with the VIP as source
+        // (OVN SNATs hairpin traffic to the VIP). Only hairpin traffic has that source, and
+        // Kubernetes never blocks a pod from itself, so allowing it is exact.
+        let cluster = self.cluster;
+        for svc in &cluster.services {
+            let Some(vip) = svc.cluster_ip else { continue };
+            if selected.iter().any(|pod| svc.selects(pod)) {
+                self.add_rules(
+                    key,
+                    Direction::Ingress,
+                    &[Remote::Prefix(Cidr::host(vip))],
+                    &[(None, None)],
+                );
+            }
+        }
+    }
+
+    fn egress(&mut self, p: &Policy, key: &str, selected: &[&Pod]) {
+        let cluster = self.cluster;
+        for rule in &p.egress {
+            let (fixed, named) = split_ports(&rule.ports);
+            if !fixed.is_empty() {
+                let remotes = self.remotes(&rule.peers, Direction::Egress);
+                self.add_rules(key, Direction::Egress, &remotes, &fixed);
+            }
+            // A named port resolves on the destination: one group per (selector, number), holding
+            // the peer pods whose name maps to that number. Non-pod destinations never match.
+            let everyone = [Peer::Pods {
+                namespaces: NamespaceMatch::Selector(LabelSelector::everything()),
+                pods: LabelSelector::everything(),
+            }];
+            let peers = if rule.peers.is_empty() {
+                &everyone[..]
+            } else {
+                &rule.peers[..]
+            };
+            for (proto, name) in &named {
+                for peer in peers {
+                    let Peer::Pods { namespaces, pods } = peer else {
+                        continue;
+                    };
+                    let numbers: BTreeSet<u16> = cluster
+                        .pods
+                        .iter()
+                        .filter(|x| {
+                            namespaces.matches(&x.namespace, &cluster.namespace_labels(&x.namespace))
+                                && pods.matches(&x.labels)
+                        })
+                        .filter_map(|x| x.resolve_port(name, *proto))
+                        .collect();
+                    for n in numbers {
+                        let remote = self.group(namespaces, pods, Some((*proto, name, n)));
+                        self.add_rules(key, Direction::Egress, &[remote], &[(Some(*proto), Some((n, n)))]);
+                    }
+                }
+            }
+        }
+        self.services(p, key, selected);
+    }
+
+    /// Opens a Service VIP port when the policy's egress allows every backend of it (after DNAT,
+    /// on the target port), so that going through the VIP never reaches a backend the policy
+    /// forbids. A selected pod that is the only forbidden backend still counts as allowed:
+    /// reaching itself is always allowed.
+    fn services(&mut self, p: &Policy, key: &str, selected: &[&Pod]) {
+        let cluster = self.cluster;
+        for svc in &cluster.services {
+            let Some(vip) = svc.cluster_ip else { continue };
+            for sp in &svc.ports {
+                let backends: Vec<(&Pod, u16)> = cluster
+                    .pods
+                    .iter()
+                    .filter_map(|b| svc.backend_port(sp, b).map(|t| (b, t)))
+                    .collect();
+                if backends.is_empty() || selected.is_empty() {
+                    continue;
+                }
+                let forbidden: Vec<&Pod> = backends
+                    .iter()
+                    .filter(|(b, t)| {
+                        !p.egress.iter().any(|r| {
+                            rule_matches(cluster, r, &Endpoint::Pod(b.key()), sp.protocol, *t, Some(b))
+                        })
+                    })
+                    .map(|(b, _)| *b)
+                    .collect();
+                let only_self =
+                    forbidden.len() == 1 && selected.len() == 1 && selected[0].key() == forbidden[0].key();
+                if forbidden.is_empty() || only_self {
+                    let ports = [(Some(sp.protocol), Some((sp.port, sp.port)))];
+                    self.add_rules(key, Direction::Egress, &[Remote::Prefix(Cidr::host(vip))], &ports);
+                } else if forbidden.len() < backends.len()
+                    || selected
+                        .iter()
+                        .any(|s| backends.iter().any(|(b, _)| b.key() == s.key()))
+                {
+                    self.narrowings.push(Narrowing::ServicePartiallyAllowed {
+                        policy: p.key(),
+                        service: svc.key(),
+                        port: sp.port,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Pods no policy isolates keep Kubernetes' default: everything allowed in that direction (or,
+    /// with namespace isolation, ingress from their namespace and from outside the pod network).
+    fn permissive(&mut self) {
+        let all: Vec<Remote> = vec![Remote::Any];
+        let cluster = self.cluster;
+        for pod in &cluster.pods {
+            let k = pod.key();
+            if !self.ingress_isolated.contains(&k) {
+                if self.opts.namespace_isolation {
+                    let key = format!("nsiso/{}", pod.namespace);
+                    if !self.sgs.contains_key(&key) {
+                        let name = object_name("ns", &pod.namespace, &key);
+                        self.sg(&key, name, format!("namespace isolation of {}", pod.namespace));
+                        let same_ns = self.group(
+                            &NamespaceMatch::Exact(pod.namespace.clone()),
+                            &LabelSelector::everything(),
+                            None,
+                        );
+                        let mut remotes = vec![same_ns];
+                        for f in self.opts.families.clone() {
+                            let pod_cidrs: Vec<Cidr> = self
+                                .opts
+                                .pod_cidrs
+                                .iter()
+                                .filter(|c| c.family() == f)
+                                .copied()
+                                .collect();
+                            remotes.extend(Cidr::any(f).subtract(&pod_cidrs).into_iter().map(Remote::Prefix));
+                        }
+                        self.add_rules(&key, Direction::Ingress, &remotes, &[(None, None)]);
+                    }
+                    self.attach(k.clone(), &key);
+                } else {
+                    self.sg(
+                        ALLOW_INGRESS_KEY,
+                        "kuryr-allow-all-ingress".into(),
+                        "pods no policy isolates for ingress".into(),
+                    );
+                    self.add_rules(ALLOW_INGRESS_KEY, Direction::Ingress, &all, &[(None, None)]);
+                    self.attach(k.clone(), ALLOW_INGRESS_KEY);
+                }
+            }
+            if !self.egress_isolated.contains(&k) {
+                self.sg(
+                    ALLOW_EGRESS_KEY,
+                    "kuryr-allow-all-egress".into(),
+                    "pods no policy isolates for egress".into(),
+                );
+                self.add_rules(ALLOW_EGRESS_KEY, Direction::Egress, &all, &[(None, None)]);
+                self.attach(k, ALLOW_EGRESS_KEY);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<CompiledPolicy, PolicyError> {
+        let cluster = self.cluster;
+        let mut address_groups = Vec::new();
+        for (key, def) in std::mem::take(&mut self.groups) {
+            let members: Vec<&Pod> = cluster.pods.iter().filter(|p| def.matches(cluster, p)).collect();
+            match self.opts.peer_mode {
+                PeerMode::SecurityGroups => {
+                    let name = object_name("sel", "", &key);
+                    self.sg(&key, name, key.clone());
+                    for m in members {
+                        self.attach(m.key(), &key);
+                    }
+                }
+                PeerMode::AddressGroups => address_groups.push(DesiredAddressGroup {
+                    name: object_name("sel", "", &key),
+                    description: key.clone(),
+                    addresses: members.iter().map(|m| Cidr::host(m.ip)).collect(),
+                    key,
+                }),
+            }
+        }
+        let security_groups: Vec<DesiredSg> = self.sgs.into_values().collect();
+        if let Some(limit) = self.opts.quota.security_groups {
+            if security_groups.len() > limit {
+                return Err(PolicyError::TooManySecurityGroups {
+                    needed: security_groups.len(),
+                    limit,
+                });
+            }
+        }
+        if let Some(limit) = self.opts.quota.security_group_rules {
+            let needed: usize = security_groups.iter().map(|sg| sg.rules.len()).sum();
+            if needed > limit {
+                let largest = security_groups
+                    .iter()
+                    .max_by_key(|sg| sg.rules.len())
+                    .map(|sg| sg.key.clone())
+                    .unwrap_or_default();
+                return Err(PolicyError::TooManyRules {
+                    needed,
+                    limit,
+                    largest,
+                });
+            }
+        }
+        Ok(CompiledPolicy {
+            security_groups,
+            address_groups,
+            memberships: self.memberships,
+            rejected: self.rejected,
+            narrowings: self.narrowings,
+        })
+    }
+}
