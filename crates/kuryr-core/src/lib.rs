@@ -9,10 +9,23 @@
 
 pub mod policy;
 
+pub mod drivers;
 pub mod error;
 pub mod neutron;
+pub mod parent;
+pub mod pod;
 pub mod pool;
 pub mod pool_sizing;
+pub mod subnet;
+pub mod vif;
 pub mod vlan;
+pub mod vrrp;
 
+pub use drivers::{driver_for, DriverConfig, NestedMacvlan, NestedVlan, NeutronVif, VifDriver};
 pub use error::CoreError;
+pub use pool::{Pool, PoolKey, PoolParent, Pools};
+pub use pool_sizing::{PoolLimits, PoolLoad, PoolPlan};
+pub use subnet::{DefaultSubnet, SubnetSelector};
+pub use vif::{Attachment, PodFacts, PortOwner, PortParams, PortRequest};
+pub use vlan::{VlanAllocator, VlanRange};
+pub use vrrp::VrrpMacs;

@@ -1,0 +1,168 @@
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::neutron::{FixedIp, PortStatus};
+use crate::vif::PodFacts;
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn mk_subnet() -> Subnet {
+    Subnet {
+        id: "sub-1".into(),
+        network_id: "net-1".into(),
+        cidr: "10.1.0.0/24".into(),
+        gateway_ip: Some("10.1.0.1".into()),
+        mtu: Some(1450),
+        ..Subnet::default()
+    }
+}
+
+fn mk_pod() -> PodFacts {
+    PodFacts {
+        namespace: "ns".into(),
+        name: "web".into(),
+        uid: "uid-1".into(),
+        node_name: "w1".into(),
+        project_id: "proj".into(),
+        security_groups: set(&["sg-web"]),
+    }
+}
+
+fn mk_port() -> NeutronPort {
+    NeutronPort {
+        id: "port-1".into(),
+        network_id: "net-1".into(),
+        mac_address: "fa:16:3e:00:00:07".into(),
+        fixed_ips: vec![FixedIp {
+            subnet_id: "sub-1".into(),
+            ip_address: "10.1.0.7".into(),
+        }],
+        security_groups: set(&["sg-web"]),
+        status: PortStatus::Active,
+        ..NeutronPort::default()
+    }
+}
+
+fn request(driver: &dyn VifDriver, owner: PortOwner<'_>) -> PortRequest {
+    let subnet = mk_subnet();
+    let tags = set(&["kuryr.openstack.org/cluster=c1"]);
+    let sgs = set(&["sg-web"]);
+    driver.port_request(PortParams {
+        owner,
+        subnet: &subnet,
+        project_id: "proj",
+        security_groups: &sgs,
+        tags: &tags,
+    })
+}
+
+#[test]
+fn nested_vlan_asks_for_an_unbound_kuryr_port_named_after_the_pod() {
+    let pod = mk_pod();
+    let req = request(&NestedVlan::default(), PortOwner::Pod(&pod));
+    assert_eq!(req.name, "ns/web");
+    assert_eq!(req.network_id, "net-1");
+    assert_eq!(req.subnet_id, "sub-1");
+    assert_eq!(req.project_id, "proj");
+    assert_eq!(req.device_owner, "compute:kuryr");
+    assert_eq!(req.device_id, "uid-1");
+    assert_eq!(req.binding_host_id, None);
+    assert_eq!(req.security_groups, set(&["sg-web"]));
+    assert!(req.tags.contains("kuryr.openstack.org/cluster=c1"));
+}
+
+#[test]
+fn neutron_vif_binds_the_port_to_the_node() {
+    let pod = mk_pod();
+    let req = request(&NeutronVif::default(), PortOwner::Pod(&pod));
+    assert_eq!(req.binding_host_id.as_deref(), Some("w1"));
+    let pooled = request(&NeutronVif::default(), PortOwner::Pool { node_name: "w2" });
+    assert_eq!(pooled.binding_host_id.as_deref(), Some("w2"));
+    assert_eq!(pooled.name, "available-port");
+    assert_eq!(pooled.device_id, "");
+}
+
+#[test]
+fn the_nested_vlan_vif_has_everything_the_cni_daemon_needs() {
+    let attachment = vlan_attachment();
+    let vif = NestedVlan::default()
+        .vif(&mk_port(), &[mk_subnet()], &attachment)
+        .unwrap();
+    assert_eq!(vif.vif_type, VifType::NestedVlan);
+    assert_eq!(vif.port_id, "port-1");
+    assert_eq!(vif.mac, "fa:16:3e:00:00:07");
+    assert_eq!(vif.ips[0].address, "10.1.0.7");
+    assert_eq!(vif.ips[0].cidr, "10.1.0.0/24");
+    assert_eq!(vif.ips[0].gateway.as_deref(), Some("10.1.0.1"));
+    assert_eq!(vif.mtu, Some(1450));
+    assert_eq!(vif.vlan_id, Some(42));
+    assert_eq!(vif.trunk_id.as_deref(), Some("trunk-1"));
+    assert_eq!(vif.parent_port_id.as_deref(), Some("vm-port"));
+    assert_eq!(vif.parent_ifname.as_deref(), Some("eth0"));
+    assert_eq!(vif.security_group_ids, vec!["sg-web".to_string()]);
+    assert!(vif.active);
+}
+
+fn vlan_attachment() -> Attachment {
+    Attachment::Vlan {
+        trunk_id: "trunk-1".into(),
+        parent_port_id: "vm-port".into(),
+        vlan_id: 42,
+    }
+}
+
+#[test]
+fn the_neutron_vif_vif_names_its_bridge() {
+    let vif = NeutronVif {
+        bridge: "br-kuryr".into(),
+    }
+    .vif(&mk_port(), &[mk_subnet()], &Attachment::Bridge)
+    .unwrap();
+    assert_eq!(vif.bridge_name.as_deref(), Some("br-kuryr"));
+    assert_eq!(vif.vlan_id, None);
+    assert_eq!(vif.vif_name.as_deref(), Some("tapport-1"));
+}
+
+#[test]
+fn the_macvlan_vif_carries_the_vrrp_mac_and_its_own_port_mac() {
+    let attachment = Attachment::Macvlan {
+        parent_port_id: "vm-port".into(),
+        vrrp_mac: "00:00:5e:00:01:01".into(),
+    };
+    let driver = NestedMacvlan {
+        link_iface: "ens3".into(),
+    };
+    let vif = driver.vif(&mk_port(), &[mk_subnet()], &attachment).unwrap();
+    assert_eq!(vif.vrrp_mac.as_deref(), Some("00:00:5e:00:01:01"));
+    assert_eq!(vif.mac, "fa:16:3e:00:00:07");
+    assert_eq!(vif.parent_ifname.as_deref(), Some("ens3"));
+    assert!(!driver.pools_ports());
+}
+
+#[test]
+fn a_driver_refuses_another_drivers_attachment() {
+    let err = NeutronVif::default()
+        .vif(&mk_port(), &[mk_subnet()], &vlan_attachment())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CoreError::AttachmentMismatch {
+            driver: "neutron-vif",
+            attachment: "vlan"
+        }
+    );
+    assert!(NestedVlan::default()
+        .vif(&mk_port(), &[mk_subnet()], &Attachment::Bridge)
+        .is_err());
+}
+
+#[test]
+fn every_creatable_vif_type_has_a_driver() {
+    let config = DriverConfig::default();
+    for t in [VifType::NeutronVif, VifType::NestedVlan, VifType::NestedMacvlan] {
+        assert_eq!(driver_for(t, &config).map(|d| d.vif_type()), Some(t));
+    }
+    assert!(driver_for(VifType::NestedDpdk, &config).is_none());
+}
