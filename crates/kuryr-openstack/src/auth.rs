@@ -76,7 +76,7 @@ fn versioned(raw: &str, accepted: &[&str], add: &str) -> Result<Url> {
     let mut url = Url::parse(raw).map_err(|e| Error::Config(format!("bad endpoint URL {raw:?}: {e}")))?;
     let last = url
         .path_segments()
-        .and_then(|s| s.filter(|x| !x.is_empty()).last())
+        .and_then(|mut s| s.rfind(|x| !x.is_empty()))
         .unwrap_or("")
         .to_owned();
     let mut segs = url
@@ -134,8 +134,8 @@ impl Credentials {
 
 /// A resolved cloud: either Keystone-authenticated (through the SDK) or noauth.
 pub(crate) enum Session {
-    Keystone(Keystone),
-    NoAuth(Credentials),
+    Keystone(Box<Keystone>),
+    NoAuth(Arc<Credentials>),
 }
 
 pub(crate) struct Keystone {
@@ -187,14 +187,14 @@ impl Session {
             project_id,
         } = source
         {
-            return Ok(Session::NoAuth(Credentials {
+            return Ok(Session::NoAuth(Arc::new(Credentials {
                 token: None,
                 endpoints: Endpoints::from_catalog(network_url, load_balancer_url)?,
                 generation: 0,
                 expires_at: None,
                 issued_at: None,
                 project_id: project_id.clone(),
-            }));
+            })));
         }
         let cfg =
             load_cloud_config(source)?.ok_or_else(|| Error::Config("no cloud configuration".to_owned()))?;
@@ -207,28 +207,28 @@ impl Session {
                 Error::Config("noauth cloud without load_balancer_endpoint_override".to_owned())
             })?;
             let project_id = cfg.auth.as_ref().and_then(|a| a.project_id.clone());
-            return Ok(Session::NoAuth(Credentials {
+            return Ok(Session::NoAuth(Arc::new(Credentials {
                 token: None,
                 endpoints: Endpoints::from_catalog(&net, &lb)?,
                 generation: 0,
                 expires_at: None,
                 issued_at: None,
                 project_id,
-            }));
+            })));
         }
         let creds = login(&cfg, 1).await?;
-        Ok(Session::Keystone(Keystone {
+        Ok(Session::Keystone(Box::new(Keystone {
             config: cfg,
             current: RwLock::new(Arc::new(creds)),
             login: tokio::sync::Mutex::new(()),
             margin,
-        }))
+        })))
     }
 
     /// Credentials for the next call, renewing the token first when it is about to expire.
     pub(crate) async fn current(&self) -> Result<(Arc<Credentials>, bool)> {
         match self {
-            Session::NoAuth(c) => Ok((Arc::new(c.clone()), false)),
+            Session::NoAuth(c) => Ok((c.clone(), false)),
             Session::Keystone(k) => {
                 let cur = k.snapshot();
                 if cur.needs_renewal(Utc::now(), k.margin) {
@@ -250,7 +250,7 @@ impl Session {
 
     pub(crate) fn snapshot(&self) -> Arc<Credentials> {
         match self {
-            Session::NoAuth(c) => Arc::new(c.clone()),
+            Session::NoAuth(c) => c.clone(),
             Session::Keystone(k) => k.snapshot(),
         }
     }

@@ -1,0 +1,407 @@
+//! The client against an in-process cloudsim: auth flavours, re-authentication, retries and what is never
+//! retried, the rate limiter, tags with and without the bulk-tagging extension, the LB waiter. (Scenario
+//! conformance against the real servers lives in crates/lab-tests/tests/conformance.rs.)
+
+// Helpers outside #[test] fns panic on failure too; that is what a test helper is for.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{start, uniq};
+use kuryr_cloudsim::{AuthMode, FaultRule, LbFaultRule, LbOutcome, Profile};
+use kuryr_openstack::neutron::ports::{self, CreatePort};
+use kuryr_openstack::neutron::{networks, subnets, Filter};
+use kuryr_openstack::octavia::listeners::CreateListener;
+use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer};
+use kuryr_openstack::octavia::members::{self, CreateMember};
+use kuryr_openstack::octavia::pools::CreatePool;
+use kuryr_openstack::{waiter, Cloud, Error, ErrorKind, Owner, RateLimit, RetryPolicy, WaitOptions};
+
+async fn net_and_subnet(cloud: &Cloud, cidr: &str) -> (String, String) {
+    let net = networks::create(cloud, &networks::CreateNetwork::named(uniq("net")), &[])
+        .await
+        .unwrap();
+    let sub = subnets::create(cloud, &subnets::CreateSubnet::v4(&net.id, cidr), &[])
+        .await
+        .unwrap();
+    (net.id, sub.id)
+}
+
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+        ..RetryPolicy::default()
+    }
+}
+
+#[tokio::test]
+async fn password_appcred_and_noauth_clouds_from_clouds_yaml() {
+    let env = start(Profile::zero()).await;
+    for name in ["sim", "sim-appcred"] {
+        let cloud = env.cloud(name).await;
+        assert!(
+            cloud.endpoints().network.as_str().ends_with("/networking/v2.0/"),
+            "{:?}",
+            cloud.endpoints()
+        );
+        assert!(cloud
+            .endpoints()
+            .load_balancer
+            .as_str()
+            .ends_with("/load-balancer/v2/"));
+        assert_eq!(
+            cloud.project_id().as_deref(),
+            Some("00000000000000000000000000000001")
+        );
+        networks::list(&cloud, Filter::new()).await.unwrap();
+        assert!(cloud.credentials().expires_at.is_some());
+    }
+    let noauth = start(Profile::zero().with_auth(AuthMode::Noauth)).await;
+    let cloud = noauth.cloud("sim-noauth").await;
+    let net = networks::create(&cloud, &networks::CreateNetwork::named("n"), &[])
+        .await
+        .unwrap();
+    assert_eq!(net.project_id, "00000000000000000000000000000001");
+    // A wrong password fails at connect, with Keystone's reason.
+    let bad = std::fs::read_to_string(&env.clouds_yaml)
+        .unwrap()
+        .replace("kuryr-secret", "wrong");
+    std::fs::write(&env.clouds_yaml, bad).unwrap();
+    let err = Cloud::connect(env.config("sim")).await.unwrap_err();
+    assert!(matches!(err, Error::Auth(_)), "{err}");
+}
+
+#[tokio::test]
+async fn expired_token_is_renewed_transparently_and_endpoints_kept() {
+    let env = start(Profile::zero()).await;
+    let cloud = env.cloud("sim").await;
+    let gen0 = cloud.credentials().generation;
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    assert!(env.sim.expire_tokens() > 0);
+    // The next call sees 401, logs in again (one login for concurrent callers) and succeeds.
+    let calls: Vec<_> = (0..5).map(|_| networks::list(&cloud, Filter::new())).collect();
+    for r in futures::future::join_all(calls).await {
+        r.unwrap();
+    }
+    assert_eq!(cloud.credentials().generation, gen0 + 1);
+    let m = cloud.metrics().snapshot();
+    assert!(m.reauths >= 1);
+    assert_eq!(env.sim.calls_matching("keystone.tokens.issue").len(), 2);
+    // Endpoints still versioned (the SDK's own re-auth would have lost them).
+    assert!(cloud.endpoints().network.as_str().ends_with("/v2.0/"));
+}
+
+#[tokio::test]
+async fn short_lived_tokens_are_renewed_before_they_expire() {
+    let mut p = Profile::zero();
+    p.keystone.token_ttl_s = 2;
+    let env = start(p).await;
+    let cloud = env.cloud("sim").await;
+    let end = Instant::now() + Duration::from_millis(4500);
+    let mut n = 0;
+    while Instant::now() < end {
+        networks::list(&cloud, Filter::new()).await.unwrap();
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(n > 20);
+    // Renewed ahead of expiry: no call ever got a 401.
+    let unauthorized = env.sim.calls().iter().filter(|c| c.status == 401).count();
+    assert_eq!(unauthorized, 0);
+    assert!(cloud.credentials().generation >= 3, "{:?}", cloud.credentials());
+}
+
+#[tokio::test]
+async fn retryable_errors_are_retried_and_counted() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    let (net, sub) = net_and_subnet(&cloud, "10.1.0.0/24").await;
+    for (status, kind) in [
+        (503, None),
+        (409, Some("IpAddressGenerationFailure")),
+        (500, None),
+    ] {
+        env.sim.add_fault(FaultRule {
+            op: "neutron.ports.create".into(),
+            count: Some(2),
+            status: Some(status),
+            kind: kind.map(str::to_owned),
+            ..FaultRule::default()
+        });
+        let p = ports::create(&cloud, &CreatePort::on_subnet(&net, &sub))
+            .await
+            .unwrap();
+        assert!(!p.id.is_empty());
+    }
+    let m = cloud.metrics().snapshot();
+    assert_eq!(m.retries_total(), 6);
+    assert_eq!(m.count_outcome("neutron.ports.create", "5xx"), 4);
+    assert_eq!(m.count_outcome("neutron.ports.create", "409"), 2);
+    assert_eq!(m.count_outcome("neutron.ports.create", "2xx"), 3);
+}
+
+#[tokio::test]
+async fn bad_request_and_plain_conflicts_are_not_retried_and_carry_context() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    let net = networks::create(&cloud, &networks::CreateNetwork::named(uniq("net")), &[])
+        .await
+        .unwrap();
+    let err = subnets::create(&cloud, &subnets::CreateSubnet::v4(&net.id, "10.0.0.0/33"), &[])
+        .await
+        .unwrap_err();
+    let api = err.api().unwrap();
+    assert_eq!((api.status, api.attempts), (400, 1));
+    assert_eq!(api.kind, ErrorKind::BadRequest);
+    assert_eq!(api.op, "neutron.subnets.create");
+    assert_eq!(env.sim.calls_matching("neutron.subnets.create").len(), 1);
+    // 404 on GET is an error, on DELETE it is success.
+    assert!(ports::get(&cloud, "00000000-0000-0000-0000-000000000000")
+        .await
+        .unwrap_err()
+        .is_not_found());
+    ports::delete(&cloud, "00000000-0000-0000-0000-000000000000")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn retries_give_up_after_the_budget() {
+    let env = start(Profile::zero()).await;
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        ..fast_retry()
+    };
+    let cloud = Cloud::connect(env.config("sim").with_retry(policy))
+        .await
+        .unwrap();
+    env.sim.add_fault(FaultRule {
+        op: "neutron.networks.list".into(),
+        status: Some(503),
+        ..FaultRule::default()
+    });
+    let err = networks::list(&cloud, Filter::new()).await.unwrap_err();
+    assert_eq!(err.api().unwrap().attempts, 3);
+    assert_eq!(err.kind(), Some(ErrorKind::ServerError));
+}
+
+#[tokio::test]
+async fn timeouts_are_retried() {
+    let env = start(Profile::zero()).await;
+    let cfg = env
+        .config("sim")
+        .with_retry(fast_retry())
+        .with_timeouts(Duration::from_secs(1), Duration::from_millis(300));
+    let cloud = Cloud::connect(cfg).await.unwrap();
+    env.sim.add_fault(FaultRule {
+        op: "neutron.networks.list".into(),
+        count: Some(1),
+        hold_ms: Some(1000),
+        ..FaultRule::default()
+    });
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    let m = cloud.metrics().snapshot();
+    assert_eq!(m.count_outcome("neutron.networks.list", "transport"), 1);
+    assert_eq!(
+        m.retries.get(&("neutron.networks.list".into(), "timeout".into())),
+        Some(&1)
+    );
+}
+
+#[tokio::test]
+async fn rate_limiter_spaces_calls() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(
+        env.config("sim")
+            .with_rate_limit(RateLimit { qps: 20.0, burst: 2 }),
+    )
+    .await
+    .unwrap();
+    let t0 = Instant::now();
+    let calls: Vec<_> = (0..12).map(|_| networks::list(&cloud, Filter::new())).collect();
+    for r in futures::future::join_all(calls).await {
+        r.unwrap();
+    }
+    // 2 free, 10 more at 20/s.
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(450), "{took:?}");
+    assert!(cloud.metrics().snapshot().ratelimit_waits >= 9);
+}
+
+async fn bulk_tagged(env: &common::Env) -> (Cloud, Vec<ports::Port>, Vec<String>) {
+    let cloud = env.cloud("sim").await;
+    let (net, sub) = net_and_subnet(&cloud, "10.2.0.0/24").await;
+    let owner = Owner::new("c1", "pool", uniq("uid"));
+    let tags = owner.tags().unwrap();
+    let reqs: Vec<_> = (0..5)
+        .map(|_| CreatePort::on_subnet(&net, &sub).tagged(tags.clone()))
+        .collect();
+    let created = ports::bulk_create(&cloud, &reqs).await.unwrap();
+    (cloud, created, owner.filter())
+}
+
+#[tokio::test]
+async fn bulk_ports_carry_tags_in_one_call_with_the_extension() {
+    let env = start(Profile::zero()).await;
+    let (cloud, created, filter) = bulk_tagged(&env).await;
+    assert_eq!(created.len(), 5);
+    assert!(created.iter().all(|p| p.tags.len() == 3));
+    assert_eq!(
+        ports::list(&cloud, Filter::new().tags(&filter))
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(env.sim.calls_matching("neutron.ports.tags.*").len(), 0);
+}
+
+#[tokio::test]
+async fn bulk_ports_are_tagged_after_without_the_extension() {
+    let mut p = Profile::zero();
+    p.neutron.disabled_extensions = vec!["tag-ports-during-bulk-creation".into()];
+    let env = start(p).await;
+    let (cloud, created, filter) = bulk_tagged(&env).await;
+    assert!(created.iter().all(|p| p.tags.len() == 3));
+    assert_eq!(
+        ports::list(&cloud, Filter::new().tags(&filter))
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(env.sim.calls_matching("neutron.ports.tags.*").len(), 5);
+}
+
+#[tokio::test]
+async fn ports_whose_tagging_fails_are_deleted_not_leaked() {
+    let mut p = Profile::zero();
+    p.neutron.disabled_extensions = vec!["tag-ports-during-bulk-creation".into()];
+    let env = start(p).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(RetryPolicy::none()))
+        .await
+        .unwrap();
+    let (net, sub) = net_and_subnet(&cloud, "10.3.0.0/24").await;
+    env.sim.add_fault(FaultRule {
+        op: "neutron.ports.tags.*".into(),
+        count: Some(1),
+        status: Some(400),
+        ..FaultRule::default()
+    });
+    let tags = Owner::new("c1", "pod", "u1").tags().unwrap();
+    let reqs: Vec<_> = (0..3)
+        .map(|_| CreatePort::on_subnet(&net, &sub).tagged(tags.clone()))
+        .collect();
+    assert!(ports::bulk_create(&cloud, &reqs).await.is_err());
+    assert!(ports::list(&cloud, Filter::new().eq("network_id", &net))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+fn lb_body(subnet: &str, provider: &str, members: &[(&str, u32)]) -> CreateLoadBalancer {
+    // ovn supports only SOURCE_IP_PORT, amphora everything but.
+    let algorithm = if provider == "ovn" {
+        "SOURCE_IP_PORT"
+    } else {
+        "ROUND_ROBIN"
+    };
+    let pool = CreatePool {
+        members: members
+            .iter()
+            .map(|(a, p)| CreateMember::new(*a, *p).on_subnet(subnet))
+            .collect(),
+        ..CreatePool::new("pool-80", "TCP", algorithm)
+    };
+    CreateLoadBalancer {
+        name: uniq("lb"),
+        vip_subnet_id: Some(subnet.to_owned()),
+        provider: Some(provider.to_owned()),
+        tags: Owner::new("c1", "service", uniq("svc")).tags().unwrap(),
+        listeners: vec![CreateListener::new("l-80", "TCP", 80).with_pool(pool)],
+        ..CreateLoadBalancer::default()
+    }
+}
+
+#[tokio::test]
+async fn lb_waiter_sees_active_and_stuck_and_error() {
+    let env = start(Profile::zero()).await;
+    let cloud = env.cloud("sim").await;
+    let (_, sub) = net_and_subnet(&cloud, "10.4.0.0/24").await;
+    let lb = loadbalancers::create(&cloud, &lb_body(&sub, "ovn", &[("10.4.0.10", 8080)]))
+        .await
+        .unwrap();
+    let tree = waiter::wait_lb_active(&cloud, &lb.id, &WaitOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(tree.member_count(), 1);
+    let pool = &tree.loadbalancer.listeners[0].pools[0].node.id;
+    members::batch_replace(
+        &cloud,
+        pool,
+        &[
+            CreateMember::new("10.4.0.11", 8080),
+            CreateMember::new("10.4.0.12", 8080),
+        ],
+    )
+    .await
+    .unwrap();
+    let tree = waiter::wait_lb_active(&cloud, &lb.id, &WaitOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(tree.member_count(), 2);
+    loadbalancers::delete(&cloud, &lb.id, true).await.unwrap();
+    waiter::wait_lb_deleted(&cloud, &lb.id, &WaitOptions::default())
+        .await
+        .unwrap();
+
+    let quick = WaitOptions {
+        stuck_after: Duration::from_millis(300),
+        initial_interval: Duration::from_millis(20),
+        ..WaitOptions::default()
+    };
+    env.sim.add_lb_fault(LbFaultRule {
+        name: Some("stuck-*".into()),
+        outcome: LbOutcome::Stuck,
+        ..LbFaultRule::default()
+    });
+    let mut body = lb_body(&sub, "amphora", &[]);
+    body.name = uniq("stuck");
+    let lb = loadbalancers::create(&cloud, &body).await.unwrap();
+    let err = waiter::wait_lb_active(&cloud, &lb.id, &quick).await.unwrap_err();
+    assert!(
+        matches!(err, Error::LbStuck { ref status, .. } if status == "PENDING_CREATE"),
+        "{err}"
+    );
+
+    env.sim.add_lb_fault(LbFaultRule {
+        name: Some("broken-*".into()),
+        outcome: LbOutcome::Error,
+        ..LbFaultRule::default()
+    });
+    body.name = uniq("broken");
+    let lb = loadbalancers::create(&cloud, &body).await.unwrap();
+    let err = waiter::wait_lb_active(&cloud, &lb.id, &quick).await.unwrap_err();
+    assert!(matches!(err, Error::LbError { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn unsupported_features_are_refused_before_any_call() {
+    let mut p = Profile::zero();
+    p.octavia.max_version = "2.12".into();
+    let env = start(p).await;
+    let cloud = env.cloud("sim").await;
+    let (_, sub) = net_and_subnet(&cloud, "10.5.0.0/24").await;
+    let mut body = lb_body(&sub, "amphora", &[]);
+    body.listeners.push(CreateListener::new("l-80-udp", "UDP", 80));
+    let err = loadbalancers::create(&cloud, &body).await.unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    assert!(env.sim.calls_matching("octavia.loadbalancers.create").is_empty());
+}
