@@ -27,5 +27,5 @@ pub use pool::{Pool, PoolKey, PoolParent, Pools};
 pub use pool_sizing::{PoolLimits, PoolLoad, PoolPlan};
 pub use subnet::{DefaultSubnet, SubnetSelector};
 pub use vif::{Attachment, PodFacts, PortOwner, PortParams, PortRequest};
-pub use vlan::{VlanAllocator, VlanRange};
+pub use vlan::{VlanAllocator, VlanBook, VlanRange};
 pub use vrrp::VrrpMacs;

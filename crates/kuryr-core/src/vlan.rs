@@ -133,6 +133,20 @@ impl VlanAllocator {
         Some(id)
     }
 
+    /// Commits every port of a batch whose `add_subports` succeeded.
+    pub fn commit_many<'a>(&mut self, port_ids: impl IntoIterator<Item = &'a str>) {
+        for port_id in port_ids {
+            self.commit(port_id);
+        }
+    }
+
+    /// Releases every port of a batch whose `add_subports` failed (or whose ports were never created).
+    pub fn release_many<'a>(&mut self, port_ids: impl IntoIterator<Item = &'a str>) {
+        for port_id in port_ids {
+            self.release(port_id);
+        }
+    }
+
     /// Frees the id `port_id` holds: a failed `add_subports` (reserved) or a done `remove_subports`
     /// (committed). Returns the freed id.
     pub fn release(&mut self, port_id: &str) -> Option<u16> {
@@ -210,6 +224,41 @@ impl VlanAllocator {
             first: self.range.first,
             last: self.range.last,
         }
+    }
+}
+
+/// The allocators of every trunk the controller works with, each built from its trunk on first use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VlanBook {
+    range: VlanRange,
+    trunks: BTreeMap<String, VlanAllocator>,
+}
+
+impl VlanBook {
+    pub fn new(range: VlanRange) -> Self {
+        Self {
+            range,
+            trunks: BTreeMap::new(),
+        }
+    }
+
+    /// The allocator of `trunk`, built from its subports if this is the first time it is needed (after a
+    /// restart or leader change, that is every trunk).
+    pub fn for_trunk(&mut self, trunk: &Trunk) -> &mut VlanAllocator {
+        let range = self.range;
+        self.trunks
+            .entry(trunk.id.clone())
+            .or_insert_with(|| VlanAllocator::from_trunk(trunk, range))
+    }
+
+    /// The allocator of a trunk already known.
+    pub fn get_mut(&mut self, trunk_id: &str) -> Option<&mut VlanAllocator> {
+        self.trunks.get_mut(trunk_id)
+    }
+
+    /// Forgets a trunk (its node is gone, or to force a rebuild from Neutron on next use).
+    pub fn forget(&mut self, trunk_id: &str) -> Option<VlanAllocator> {
+        self.trunks.remove(trunk_id)
     }
 }
 

@@ -213,3 +213,102 @@ fn pools_are_rebuilt_from_tagged_unused_ports_after_a_restart() {
     let pool = pools.get_mut(&mk_key("trunk-1")).unwrap();
     assert_eq!(pool.take("pod", &sgs(&["web"])).unwrap().sg_update, None);
 }
+
+// === properties ===
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Take { pod: u8, sg: u8 },
+        Give { nth: u8 },
+        Refill,
+        Land { ok: bool },
+        Forget { pod: u8 },
+        Trim,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..30, 0u8..3).prop_map(|(pod, sg)| Op::Take { pod, sg }),
+            3 => any::<u8>().prop_map(|nth| Op::Give { nth }),
+            2 => Just(Op::Refill),
+            2 => any::<bool>().prop_map(|ok| Op::Land { ok }),
+            1 => (0u8..30).prop_map(|pod| Op::Forget { pod }),
+            1 => Just(Op::Trim),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn a_port_is_never_free_and_in_use_at_once(
+            min in 0u32..6, extra in 0u32..8, batch in 1u32..5,
+            ops in proptest::collection::vec(op(), 0..120),
+        ) {
+            let limits = PoolLimits::new(min, if extra == 0 { 0 } else { min + extra }, batch).unwrap();
+            let mut pool = mk_pool(&[]);
+            let mut in_use: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            let mut landing: Vec<u32> = Vec::new();
+            let mut next_id = 0u32;
+            for op in ops {
+                match op {
+                    Op::Take { pod, sg } => {
+                        let want = sgs(&[["default", "web", "db"][sg as usize]]);
+                        if let Some(t) = pool.take(&format!("pod-{pod}"), &want) {
+                            prop_assert!(!in_use.contains_key(&t.port_id), "{} handed out twice", t.port_id);
+                            in_use.insert(t.port_id, want);
+                        }
+                    }
+                    Op::Give { nth } => {
+                        let Some(id) = in_use.keys().nth(nth as usize % in_use.len().max(1)).cloned() else {
+                            continue;
+                        };
+                        let current = in_use.remove(&id).unwrap();
+                        match pool.on_release(&current, limits) {
+                            ReleaseDecision::Recycle { sg_reset } => {
+                                let now = sg_reset.unwrap_or(current);
+                                prop_assert_eq!(&now, pool.default_sgs());
+                                pool.add_free(&id, now);
+                            }
+                            ReleaseDecision::Delete => {
+                                let max = limits.max_free().unwrap();
+                                prop_assert!(pool.load().spare() >= max);
+                            }
+                        }
+                    }
+                    Op::Refill => {
+                        let n = pool.plan(limits).create;
+                        if n > 0 {
+                            pool.begin_create(n);
+                            landing.push(n);
+                        }
+                    }
+                    Op::Land { ok } => {
+                        let Some(n) = landing.pop() else { continue };
+                        if ok {
+                            let ids: Vec<String> = (0..n).map(|i| format!("new-{}", next_id + i)).collect();
+                            next_id += n;
+                            pool.created(&ids);
+                        } else {
+                            pool.create_failed(n);
+                        }
+                    }
+                    Op::Forget { pod } => pool.forget(&format!("pod-{pod}")),
+                    Op::Trim => {
+                        let n = pool.plan(limits).release;
+                        let gone = pool.take_for_release(n);
+                        prop_assert_eq!(gone.len() as u32, n);
+                    }
+                }
+                let free: Vec<&str> = pool.free_ports().map(|p| p.port_id.as_str()).collect();
+                let unique: BTreeSet<&str> = free.iter().copied().collect();
+                prop_assert_eq!(unique.len(), free.len(), "a port is free twice");
+                prop_assert!(free.iter().all(|id| !in_use.contains_key(*id)), "a port is free and in use");
+                prop_assert_eq!(pool.load().in_flight, landing.iter().sum::<u32>());
+            }
+        }
+    }
+}

@@ -145,6 +145,34 @@ fn subports_outside_the_range_still_block_nothing_inside_it() {
     assert_eq!(vlans.reserve("p"), Ok(100));
 }
 
+#[test]
+fn a_book_keeps_one_allocator_per_trunk() {
+    let mut book = VlanBook::new(VlanRange::default());
+    let t1 = mk_trunk(&[("a", 1)]);
+    let t2 = Trunk {
+        id: "trunk-2".into(),
+        ..mk_trunk(&[])
+    };
+    assert_eq!(book.for_trunk(&t1).reserve("p"), Ok(2));
+    // Same VLAN on another trunk is fine: ids are per trunk.
+    assert_eq!(book.for_trunk(&t2).reserve("q"), Ok(1));
+    // Known trunks keep their reservations rather than being rebuilt.
+    assert_eq!(book.for_trunk(&t1).reserve("r"), Ok(3));
+    assert!(book.forget("trunk-1").is_some());
+    assert_eq!(book.for_trunk(&t1).reserve("r"), Ok(2));
+}
+
+#[test]
+fn a_batch_is_committed_or_released_as_a_whole() {
+    let mut vlans = full(&mk_trunk(&[]));
+    let ports: Vec<String> = (0..3).map(|i| format!("p{i}")).collect();
+    vlans.reserve_many(&ports).unwrap();
+    vlans.commit_many(ports[..2].iter().map(String::as_str));
+    vlans.release_many([ports[2].as_str()]);
+    assert_eq!(vlans.committed().len(), 2);
+    assert!(vlans.reserved().is_empty());
+}
+
 // === properties ===
 
 #[derive(Clone, Debug)]
