@@ -166,6 +166,7 @@ async fn step(cx: &Ctx, scenario: &str, i: usize) -> u16 {
             .await
             .0
         }
+        "port_list_status_limit_50" => call(cx, M::GET, "/v2.0/ports?status=DOWN&limit=50", None).await.0,
         "port_list_by_device_id" => {
             call(cx, M::GET, &format!("/v2.0/ports?device_id=vm-{i}"), None)
                 .await
@@ -283,6 +284,7 @@ async fn main() {
         "port_show",
         "port_list_by_tag",
         "port_list_by_device_id",
+        "port_list_status_limit_50",
         "port_update",
         "port_create",
         "port_bulk_create_10",

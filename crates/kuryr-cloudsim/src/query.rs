@@ -232,6 +232,32 @@ fn cmp_values(a: Option<&Value>, b: Option<&Value>) -> std::cmp::Ordering {
 }
 
 /// `{collection: [...], collection_links: [...]}` with a `next` link when the page is full.
+/// `next` (when the page is full) and `previous` (when paging from a marker) links.
+pub fn page_links(
+    params: &ListParams,
+    more: bool,
+    first: Option<&str>,
+    last: Option<&str>,
+    self_url: &str,
+) -> Vec<Value> {
+    let mut links = Vec::new();
+    if let Some(limit) = params.limit {
+        if let (true, Some(last)) = (more, last) {
+            links.push(
+                serde_json::json!({"rel": "next", "href": format!("{self_url}?limit={limit}&marker={last}")}),
+            );
+        }
+        if let (true, Some(first)) = (params.marker.is_some(), first) {
+            links.push(serde_json::json!({
+                "rel": "previous",
+                "href": format!("{self_url}?limit={limit}&marker={first}&page_reverse=True"),
+            }));
+        }
+    }
+    links
+}
+
+/// `{collection: [...], collection_links: [...]}` with a `next` link when the page is full.
 pub fn list_body(
     collection: &str,
     items: Vec<Value>,
@@ -239,25 +265,13 @@ pub fn list_body(
     params: &ListParams,
     self_url: &str,
 ) -> Value {
-    let mut links = Vec::new();
-    if let Some(limit) = params.limit {
-        if more {
-            if let Some(last) = items.last().and_then(|v| v.get("id")).and_then(Value::as_str) {
-                links.push(serde_json::json!({
-                    "rel": "next",
-                    "href": format!("{self_url}?limit={limit}&marker={last}"),
-                }));
-            }
-        }
-        if params.marker.is_some() {
-            if let Some(first) = items.first().and_then(|v| v.get("id")).and_then(Value::as_str) {
-                links.push(serde_json::json!({
-                    "rel": "previous",
-                    "href": format!("{self_url}?limit={limit}&marker={first}&page_reverse=True"),
-                }));
-            }
-        }
-    }
+    let id_of = |v: Option<&Value>| {
+        v.and_then(|v| v.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let (first, last) = (id_of(items.first()), id_of(items.last()));
+    let links = page_links(params, more, first.as_deref(), last.as_deref(), self_url);
     let mut body = Map::new();
     body.insert(collection.to_owned(), Value::Array(items));
     if !links.is_empty() {

@@ -11,6 +11,15 @@ use crate::neutron::model::{
 use crate::octavia::model::{HealthMonitor, Listener, LoadBalancer, Member, Pool};
 use crate::query::ListParams;
 
+/// A port plus its computed `trunk_details`; serializes straight to the response body.
+#[derive(serde::Serialize)]
+pub struct PortOut<'a> {
+    #[serde(flatten)]
+    pub port: &'a Port,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trunk_details: Option<Value>,
+}
+
 /// Neutron quota resources and their defaults (neutron/conf/quota.py).
 pub const QUOTA_DEFAULTS: &[(&str, i64)] = &[
     ("floatingip", 50),
@@ -144,38 +153,42 @@ impl World {
         Some(r)
     }
 
-    pub fn render_port(&self, port: &Port) -> Value {
-        let mut v = crate::neutron::model::to_json(port);
-        if let Some(trunk) = self
+    /// `trunk_details` of a trunk parent (None for other ports).
+    pub fn trunk_details(&self, port_id: &str) -> Option<Value> {
+        let trunk = self
             .trunk_by_parent
-            .get(&port.std.id)
-            .and_then(|t| self.trunks.get(t))
-        {
-            let sub_ports: Vec<Value> = trunk
-                .sub_ports
-                .iter()
-                .map(|s| {
-                    let mac = self
-                        .ports
-                        .get(&s.port_id)
-                        .map(|p| p.mac_address.clone())
-                        .unwrap_or_default();
-                    serde_json::json!({
-                        "port_id": s.port_id,
-                        "segmentation_type": s.segmentation_type,
-                        "segmentation_id": s.segmentation_id,
-                        "mac_address": mac,
-                    })
+            .get(port_id)
+            .and_then(|t| self.trunks.get(t))?;
+        let sub_ports: Vec<Value> = trunk
+            .sub_ports
+            .iter()
+            .map(|s| {
+                let mac = self
+                    .ports
+                    .get(&s.port_id)
+                    .map(|p| p.mac_address.as_str())
+                    .unwrap_or_default();
+                serde_json::json!({
+                    "port_id": s.port_id,
+                    "segmentation_type": s.segmentation_type,
+                    "segmentation_id": s.segmentation_id,
+                    "mac_address": mac,
                 })
-                .collect();
-            if let Value::Object(m) = &mut v {
-                m.insert(
-                    "trunk_details".into(),
-                    serde_json::json!({"trunk_id": trunk.std.id, "sub_ports": sub_ports}),
-                );
-            }
+            })
+            .collect();
+        Some(serde_json::json!({"trunk_id": trunk.std.id, "sub_ports": sub_ports}))
+    }
+
+    /// A port as the API shows it.
+    pub fn port_out<'a>(&self, port: &'a Port) -> PortOut<'a> {
+        PortOut {
+            port,
+            trunk_details: self.trunk_details(&port.std.id),
         }
-        v
+    }
+
+    pub fn render_port(&self, port: &Port) -> Value {
+        crate::neutron::model::to_json(&self.port_out(port))
     }
 }
 

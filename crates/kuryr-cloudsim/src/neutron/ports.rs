@@ -18,7 +18,7 @@ use super::{body_tags, check_revision, if_match, not_found, ok, parse_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::{parse_ip, AllocError, Cidr};
 use crate::profile::{IpamConflictKind, Profile};
-use crate::query::{list_body, project, ListParams, Query};
+use crate::query::{list_body, page_links, project, ListParams, Query};
 use crate::state::{Ctx, Jobs, Shared};
 use crate::world::{FixedIpFilter, World};
 
@@ -173,74 +173,87 @@ pub async fn list(
             .fields
             .iter()
             .all(|f| f == "fixed_ips" || f == "tags" || is_attr(f));
-    let items: Vec<Value> = {
-        let w = sh.world();
-        let render = |p: &Port| -> Value {
-            if fast_fields {
-                let mut m = Map::new();
-                for f in &params.fields {
-                    let v = match f.as_str() {
-                        "fixed_ips" => json!(p.fixed_ips),
-                        "tags" => json!(p.std.tags),
-                        other => attr(p, other).map(attr_json).unwrap_or(Value::Null),
-                    };
-                    m.insert(f.clone(), v);
-                }
-                Value::Object(m)
-            } else {
-                w.render_port(p)
+    let w = sh.world();
+    let render = |p: &Port| -> Value {
+        if fast_fields {
+            let mut m = Map::new();
+            for f in &params.fields {
+                let v = match f.as_str() {
+                    "fixed_ips" => json!(p.fixed_ips),
+                    "tags" => json!(p.std.tags),
+                    other => attr(p, other).map(attr_json).unwrap_or(Value::Null),
+                };
+                m.insert(f.clone(), v);
             }
-        };
-        let keep = |p: &Port| -> Option<Value> {
-            if !fip.matches(p) {
-                return None;
-            }
-            if params.has_tag_filters() {
-                let tags: Vec<&str> = p.std.tags.iter().map(String::as_str).collect();
-                if !params.tags_match(&tags) {
-                    return None;
-                }
-            }
-            match fast_filter(p, &params) {
-                Some(false) => None,
-                Some(true) => Some(render(p)),
-                None => {
-                    let v = w.render_port(p);
-                    params
-                        .matches(&v)
-                        .then(|| if fast_fields { render(p) } else { v })
-                }
-            }
-        };
-        let from = match &after {
-            Some(m) => std::ops::Bound::Excluded(m.clone()),
-            None => std::ops::Bound::Unbounded,
-        };
-        match w.port_idx.candidates(&params, &fip) {
-            Some(ids) => ids
-                .range((from, std::ops::Bound::Unbounded))
-                .filter_map(|id| w.ports.get(id))
-                .filter_map(keep)
-                .take(cap)
-                .collect(),
-            None => w
-                .ports
-                .range((from, std::ops::Bound::Unbounded))
-                .map(|(_, p)| p)
-                .filter_map(keep)
-                .take(cap)
-                .collect(),
+            Value::Object(m)
+        } else {
+            w.render_port(p)
         }
     };
+    let keep = |p: &&Port| -> bool {
+        if !fip.matches(p) {
+            return false;
+        }
+        if params.has_tag_filters() {
+            let tags: Vec<&str> = p.std.tags.iter().map(String::as_str).collect();
+            if !params.tags_match(&tags) {
+                return false;
+            }
+        }
+        fast_filter(p, &params).unwrap_or_else(|| params.matches(&w.render_port(p)))
+    };
+    let from = match &after {
+        Some(m) => std::ops::Bound::Excluded(m.clone()),
+        None => std::ops::Bound::Unbounded,
+    };
+    let ports: Vec<&Port> = match w.port_idx.candidates(&params, &fip) {
+        Some(ids) => ids
+            .range((from, std::ops::Bound::Unbounded))
+            .filter_map(|id| w.ports.get(id))
+            .filter(keep)
+            .take(cap)
+            .collect(),
+        None => w
+            .ports
+            .range((from, std::ops::Bound::Unbounded))
+            .map(|(_, p)| p)
+            .filter(keep)
+            .take(cap)
+            .collect(),
+    };
+    let url = format!("{}/v2.0/ports", ctx.base_url);
+    if early && params.fields.is_empty() {
+        // The common case: serialize straight into the body, no intermediate JSON tree.
+        let more = params.limit.is_some_and(|l| ports.len() > l);
+        let page = &ports[..params.limit.map_or(ports.len(), |l| l.min(ports.len()))];
+        let links = page_links(
+            &params,
+            more,
+            page.first().map(|p| p.std.id.as_str()),
+            page.last().map(|p| p.std.id.as_str()),
+            &url,
+        );
+        let mut buf = Vec::with_capacity(64 + page.len() * 1200);
+        buf.extend_from_slice(b"{\"ports\":[");
+        for (i, p) in page.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut buf, &w.port_out(p));
+        }
+        buf.push(b']');
+        if !links.is_empty() {
+            buf.extend_from_slice(b",\"ports_links\":");
+            let _ = serde_json::to_writer(&mut buf, &links);
+        }
+        buf.push(b'}');
+        drop(w);
+        return ([(axum::http::header::CONTENT_TYPE, "application/json")], buf).into_response();
+    }
+    let items: Vec<Value> = ports.into_iter().map(render).collect();
+    drop(w);
     let (page, more) = params.page(items);
-    Json(list_body(
-        "ports",
-        page,
-        more,
-        &params,
-        &format!("{}/v2.0/ports", ctx.base_url),
-    ))
-    .into_response()
+    Json(list_body("ports", page, more, &params, &url)).into_response()
 }
 
 /// Attributes `attr` can read.
