@@ -2,7 +2,7 @@
 //! Neutron and Kubernetes state); nothing here talks to a server, so all of it is tested without one.
 //!
 //! Pod networking: [`vlan`] (per-trunk VLAN ids), [`pool`] / [`pool_sizing`] (warm port pools),
-//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle),
+//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle), [`kuryrport`] (status and release),
 //! on the cloud values of [`neutron`]. NetworkPolicy compilation lives in `policy`.
 
 #![forbid(unsafe_code)]
@@ -11,6 +11,7 @@ pub mod policy;
 
 pub mod drivers;
 pub mod error;
+pub mod kuryrport;
 pub mod neutron;
 pub mod parent;
 pub mod pod;
