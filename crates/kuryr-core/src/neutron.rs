@@ -129,3 +129,17 @@ pub struct Subnet {
     /// MTU of the subnet's network.
     pub mtu: Option<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_statuses_parse_and_print_as_neutron_spells_them() {
+        for s in ["ACTIVE", "DOWN", "BUILD", "ERROR", "BINDING_FAILED"] {
+            assert_eq!(PortStatus::parse(s).to_string(), s);
+        }
+        assert!(PortStatus::parse("ACTIVE").is_active());
+        assert!(!PortStatus::parse("DOWN").is_active());
+    }
+}

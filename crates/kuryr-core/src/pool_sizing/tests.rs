@@ -168,3 +168,14 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn batches_add_up_and_none_exceeds_the_batch_size(n in 0u32..500, batch in 1u32..30) {
+        let lim = limits(0, 0, batch);
+        let parts: Vec<u32> = batches(n, lim).collect();
+        prop_assert_eq!(parts.iter().sum::<u32>(), n);
+        prop_assert!(parts.iter().all(|b| *b >= 1 && *b <= batch));
+        prop_assert_eq!(parts.len() as u32, n.div_ceil(batch));
+    }
+}

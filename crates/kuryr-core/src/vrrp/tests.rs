@@ -141,3 +141,11 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn every_router_id_round_trips_through_its_mac(n in 1u8..=255) {
+        prop_assert_eq!(parse_vrrp_mac(&vrrp_mac(n)), Some(n));
+        prop_assert_eq!(parse_vrrp_mac(&vrrp_mac(n).to_uppercase()), Some(n));
+    }
+}
