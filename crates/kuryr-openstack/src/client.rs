@@ -408,7 +408,26 @@ pub(crate) fn take<T: DeserializeOwned>(
     op: &'static str,
 ) -> Result<T> {
     let v = body.get_mut(key).map(Value::take).unwrap_or(Value::Null);
+    decode(v, service, op)
+}
+
+/// A JSON value as `T`, nulls read as defaults.
+pub(crate) fn decode<T: DeserializeOwned>(mut v: Value, service: Service, op: &'static str) -> Result<T> {
+    strip_nulls(&mut v);
     serde_json::from_value(v).map_err(|source| Error::Decode { service, op, source })
+}
+
+/// Drops `null` members of objects, so `#[serde(default)]` fields read a null as their default: real
+/// Neutron answers `"description": null` on default SG rules where one would expect a string.
+pub(crate) fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
 }
 
 /// Puts `project_id` into a create body's resource object(s) that lack one (noauth clouds take the project
@@ -479,6 +498,25 @@ mod tests {
             u.as_str(),
             "http://h:9696/v2.0/ports?fixed_ips=ip_address%3D10.0.0.1&fixed_ips=subnet_id%3Ds"
         );
+    }
+
+    #[test]
+    fn nulls_read_as_defaults() {
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct R {
+            description: String,
+            protocol: Option<String>,
+        }
+        let rules: Vec<R> = take(
+            json!({"rules": [{"description": null, "protocol": null}, {"description": "d", "protocol": "tcp"}]}),
+            "rules",
+            Service::Network,
+            "x",
+        )
+        .unwrap();
+        assert_eq!((rules[0].description.as_str(), rules[0].protocol.as_deref()), ("", None));
+        assert_eq!(rules[1].protocol.as_deref(), Some("tcp"));
     }
 
     #[test]

@@ -184,6 +184,46 @@ pub async fn wait_lb_deleted(cloud: &Cloud, lb_id: &str, opts: &WaitOptions) -> 
     drive(cloud, lb_id, Target::Deleted, opts).await.map(|_| ())
 }
 
+/// After a batch member replace: waits until the whole tree is ACTIVE *and* the pool's members are exactly
+/// `want` (address, port). With the ovn provider the tree can read ACTIVE while a removed member is still
+/// listed, so the tree alone is not proof (seen on the lab; docs/openstack-client.md).
+pub async fn wait_members(
+    cloud: &Cloud,
+    lb_id: &str,
+    pool_id: &str,
+    want: &[(String, u32)],
+    opts: &WaitOptions,
+) -> Result<Vec<crate::octavia::members::Member>> {
+    let want: std::collections::BTreeSet<(String, u32)> = want.iter().cloned().collect();
+    let start = Instant::now();
+    let mut interval = opts.initial_interval;
+    loop {
+        let left = opts.timeout.saturating_sub(start.elapsed());
+        let per = WaitOptions {
+            timeout: left,
+            ..opts.clone()
+        };
+        wait_lb_active(cloud, lb_id, &per).await?;
+        let members = crate::octavia::members::list(cloud, pool_id).await?;
+        let have: std::collections::BTreeSet<(String, u32)> = members
+            .iter()
+            .map(|m| (m.address.clone(), m.protocol_port))
+            .collect();
+        if have == want && members.iter().all(|m| m.provisioning_status == ACTIVE) {
+            return Ok(members);
+        }
+        if start.elapsed() >= opts.timeout {
+            return Err(Error::WaitTimeout {
+                what: format!("pool {pool_id} members to become {want:?} (have {have:?})"),
+                after: start.elapsed(),
+            });
+        }
+        debug!(lb_id, pool_id, ?have, "member set not there yet");
+        tokio::time::sleep(interval).await;
+        interval = interval.mul_f64(1.5).min(opts.max_interval);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,8 @@ use crate::Cloud;
 #[serde(default)]
 pub struct GatewayInfo {
     pub network_id: String,
+    /// Never sent as null: Neutron refuses `"enable_snat": null` (400).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_snat: Option<bool>,
 }
 
@@ -130,12 +132,7 @@ pub async fn add_interface(cloud: &Cloud, router_id: &str, iface: &Interface) ->
             .json(iface.body()),
         )
         .await?;
-    let v = resp.json(Service::Network, op)?;
-    serde_json::from_value(v).map_err(|source| crate::Error::Decode {
-        service: Service::Network,
-        op,
-        source,
-    })
+    crate::client::decode(resp.json(Service::Network, op)?, Service::Network, op)
 }
 
 /// `PUT /routers/{id}/remove_router_interface`. A 404 (interface or router already gone) is success.

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::tags::{tag_or_delete, Resource};
 use super::Filter;
 use crate::client::{take, Request};
-use crate::errors::{Error, Result, Service};
+use crate::errors::{Result, Service};
 use crate::Cloud;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -113,11 +113,7 @@ fn decode_trunk(v: serde_json::Value, op: &'static str) -> Result<Trunk> {
         Some(inner) => inner.clone(),
         None => v,
     };
-    serde_json::from_value(v).map_err(|source| Error::Decode {
-        service: Service::Network,
-        op,
-        source,
-    })
+    crate::client::decode(v, Service::Network, op)
 }
 
 /// `PUT /trunks/{id}/add_subports`. A VLAN id already used on this trunk is a 409 (not retried).
