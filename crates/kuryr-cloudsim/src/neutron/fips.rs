@@ -14,7 +14,8 @@ use super::model::{to_json, FloatingIp, Std};
 use super::networks::net_not_found;
 use super::ports::port_not_found;
 use super::{
-    body_tags, check_revision, created, if_match, list_response, not_found, ok, resource_body, str_field,
+    check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags, resource_body,
+    str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::query::{project, ListParams, Query};
@@ -158,7 +159,7 @@ pub async fn create(
             "Failed to parse request. Required attribute 'floating_network_id' not specified",
         )
     })?;
-    let tags = body_tags(&m)?;
+    let tags = refuse_body_tags(&m)?;
     let mut w = sh.world();
     let network = w.networks.get(&net).ok_or_else(|| net_not_found(&net))?;
     if !network.external {

@@ -10,8 +10,8 @@ use axum::Extension;
 
 use super::model::{to_json, Network, Std};
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, not_found, ok, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::query::{project, ListParams, Query};
@@ -54,7 +54,7 @@ pub async fn create(
     let m = resource_body(&body, "network")?;
     let profile = sh.profile();
     let project = ctx.project_for(&m, &profile.keystone.default_project);
-    let tags = body_tags(&m)?;
+    let tags = refuse_body_tags(&m)?;
     let external = bool_field(&m, "router:external")?.unwrap_or(false);
     let mut w = sh.world();
     w.check_quota(&project, "network", 1)?;

@@ -14,8 +14,8 @@ use super::networks::net_not_found;
 use super::ports::port_not_found;
 use super::subnets::subnet_not_found;
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, ok, parse_json, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_response, ok, parse_json, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::AllocError;
@@ -150,6 +150,10 @@ fn set_gateway(w: &mut World, router_id: &str, info: Option<&Map<String, Value>>
     let net = str_field(info, "network_id").ok_or_else(|| {
         ApiError::bad_request("Invalid input for external_gateway_info: network_id required")
     })?;
+    // Real Neutron refuses an explicit null here (found by the kuryr-openstack conformance suite).
+    if info.get("enable_snat").is_some_and(Value::is_null) {
+        return Err(ApiError::invalid_input("'None' cannot be converted to boolean"));
+    }
     let network = w.networks.get(&net).ok_or_else(|| net_not_found(&net))?;
     if !network.external {
         return Err(ApiError::bad_request(format!(
@@ -210,7 +214,7 @@ pub async fn create(
     let m = resource_body(&body, "router")?;
     let profile = sh.profile();
     let project = ctx.project_for(&m, &profile.keystone.default_project);
-    let tags = body_tags(&m)?;
+    let tags = refuse_body_tags(&m)?;
     let mut w = sh.world();
     w.check_quota(&project, "router", 1)?;
     let mut std = Std::new(&project, str_field(&m, "name"), str_field(&m, "description"));

@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 
 use super::model::{to_json, SecurityGroup, SgRule, Std};
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, ok, parse_json, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_response, ok, parse_json, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::Cidr;
@@ -162,7 +162,7 @@ pub async fn create(
     let m = resource_body(&body, "security_group")?;
     let profile = sh.profile();
     let project = ctx.project_for(&m, &profile.keystone.default_project);
-    let tags = body_tags(&m)?;
+    let tags = refuse_body_tags(&m)?;
     let mut w = sh.world();
     ensure_default_sg(&mut w, &project)?;
     w.check_quota(&project, "security_group", 1)?;

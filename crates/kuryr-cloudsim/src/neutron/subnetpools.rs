@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::model::{to_json, Std, SubnetPool};
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, not_found, ok, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::Cidr;
@@ -96,7 +96,7 @@ pub async fn create(
     let mut w = sh.world();
     w.check_quota(&project, "subnetpool", 1)?;
     let mut std = Std::new(&project, str_field(&m, "name"), str_field(&m, "description"));
-    std.tags = body_tags(&m)?.unwrap_or_default().into_iter().collect();
+    std.tags = refuse_body_tags(&m)?.unwrap_or_default().into_iter().collect();
     let pool = SubnetPool {
         std,
         prefixes: prefixes.iter().map(ToString::to_string).collect(),

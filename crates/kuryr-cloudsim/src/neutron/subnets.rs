@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::model::{to_json, AllocationPool, Std, Subnet};
 use super::networks::net_not_found;
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, not_found, ok, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::{parse_ip, Cidr, SubnetIpam};
@@ -79,7 +79,7 @@ pub async fn create(
     let m = resource_body(&body, "subnet")?;
     let profile = sh.profile();
     let project = ctx.project_for(&m, &profile.keystone.default_project);
-    let tags = body_tags(&m)?;
+    let tags = refuse_body_tags(&m)?;
     let network_id = str_field(&m, "network_id").ok_or_else(|| {
         ApiError::bad_request("Failed to parse request. Required attribute 'network_id' not specified")
     })?;

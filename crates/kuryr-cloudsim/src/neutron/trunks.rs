@@ -14,8 +14,8 @@ use serde_json::{json, Map, Value};
 use super::model::{to_json, Std, SubPort, Trunk};
 use super::ports::port_not_found;
 use super::{
-    body_tags, bool_field, check_revision, created, if_match, list_response, not_found, ok, parse_json,
-    resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_response, not_found, ok, parse_json,
+    refuse_body_tags, resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::query::{project, ListParams, Query};
@@ -222,7 +222,7 @@ fn create_trunk(
         ));
     }
     let mut std = Std::new(project, str_field(m, "name"), str_field(m, "description"));
-    std.tags = body_tags(m)?.unwrap_or_default().into_iter().collect();
+    std.tags = refuse_body_tags(m)?.unwrap_or_default().into_iter().collect();
     validate_subports(w, &std.id, parent, &[], &subs)?;
     let trunk = Trunk {
         std,
