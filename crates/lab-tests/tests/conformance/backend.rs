@@ -60,7 +60,11 @@ impl Backend {
     }
 
     pub fn owner(&self, kind: &str) -> Owner {
-        Owner::new(format!("conformance-{}", self.run_id), kind, format!("{kind}-{}", fastrand::u32(..)))
+        Owner::new(
+            format!("conformance-{}", self.run_id),
+            kind,
+            format!("{kind}-{}", fastrand::u32(..)),
+        )
     }
 
     /// A config for one of this backend's clouds, with the conformance defaults (no rate limit needed).
@@ -93,7 +97,9 @@ impl Backend {
         };
         let password = at(&lab.cloud);
         let cfg = ClientConfig::clouds_yaml(Some(yaml.clone()), lab.cloud.clone());
-        let cloud = Cloud::connect(cfg).await.context("login to the lab (cloud kuryr-lab)")?;
+        let cloud = Cloud::connect(cfg)
+            .await
+            .context("login to the lab (cloud kuryr-lab)")?;
         Ok(Backend {
             kind: Kind::Lab,
             cloud,
@@ -119,7 +125,11 @@ impl Backend {
         let mut short = Profile::zero();
         short.keystone.token_ttl_s = 3;
         let (_, short_sim) = Sim::new(short).spawn_on("127.0.0.1:0").await?;
-        let dir = std::env::temp_dir().join(format!("kuryr-conformance-{}-{}", std::process::id(), fastrand::u64(..)));
+        let dir = std::env::temp_dir().join(format!(
+            "kuryr-conformance-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
         std::fs::create_dir_all(&dir)?;
         let yaml = dir.join("clouds.yaml");
         std::fs::write(&yaml, sim_clouds_yaml(&sim.url(), &short_sim.url()))?;

@@ -41,7 +41,10 @@ pub async fn network_subnet_router(x: Ctx) -> anyhow::Result<()> {
     let cidr = format!("10.{}.{}.0/24", uniq_octet(), uniq_octet());
     let sub = subnets::create(cloud, &CreateSubnet::v4(&net.id, &cidr), &tags).await?;
     c.push(Item::Subnet(sub.id.clone()));
-    ensure!(sub.cidr == cidr && !sub.enable_dhcp && sub.network_id == net.id, "{sub:?}");
+    ensure!(
+        sub.cidr == cidr && !sub.enable_dhcp && sub.network_id == net.id,
+        "{sub:?}"
+    );
     let router = routers::create(
         cloud,
         &CreateRouter {
@@ -57,7 +60,11 @@ pub async fn network_subnet_router(x: Ctx) -> anyhow::Result<()> {
     .await?;
     c.push(Item::Router(router.id.clone()));
     ensure!(
-        router.external_gateway_info.as_ref().map(|g| g.network_id.as_str()) == Some(b.external_network_id.as_str()),
+        router
+            .external_gateway_info
+            .as_ref()
+            .map(|g| g.network_id.as_str())
+            == Some(b.external_network_id.as_str()),
         "gateway: {router:?}"
     );
     let iface = routers::add_interface(cloud, &router.id, &Interface::Subnet(sub.id.clone())).await?;
@@ -65,24 +72,40 @@ pub async fn network_subnet_router(x: Ctx) -> anyhow::Result<()> {
         router: router.id.clone(),
         subnet: sub.id.clone(),
     });
-    ensure!(iface.subnet_id == sub.id && !iface.port_id.is_empty(), "{iface:?}");
+    ensure!(
+        iface.subnet_id == sub.id && !iface.port_id.is_empty(),
+        "{iface:?}"
+    );
     let gw_port = ports::get(cloud, &iface.port_id).await?;
-    ensure!(gw_port.device_id == router.id, "interface port device_id {}", gw_port.device_id);
+    ensure!(
+        gw_port.device_id == router.id,
+        "interface port device_id {}",
+        gw_port.device_id
+    );
     // Tag filters find exactly what this owner made, of each kind.
     let f = || Filter::new().tags(&owner.filter());
     ensure!(networks::list(cloud, f()).await?.len() == 1);
     ensure!(subnets::list(cloud, f()).await?.len() == 1);
     ensure!(routers::list(cloud, f()).await?.len() == 1);
     // A network with a router interface cannot go.
-    let err = networks::delete(cloud, &net.id).await.err().context("network in use was deleted")?;
+    let err = networks::delete(cloud, &net.id)
+        .await
+        .err()
+        .context("network in use was deleted")?;
     ensure!(err.kind() == Some(ErrorKind::Conflict), "{err}");
     routers::remove_interface(cloud, &router.id, &Interface::Subnet(sub.id.clone())).await?;
     routers::remove_interface(cloud, &router.id, &Interface::Subnet(sub.id.clone())).await?;
-    ensure!(ports::get(cloud, &iface.port_id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(ports::get(cloud, &iface.port_id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     routers::delete(cloud, &router.id).await?;
     subnets::delete(cloud, &sub.id).await?;
     networks::delete(cloud, &net.id).await?;
-    ensure!(networks::get(cloud, &net.id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(networks::get(cloud, &net.id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     Ok(())
 }
 
@@ -110,11 +133,22 @@ pub async fn bulk_ports_with_tags(x: Ctx) -> anyhow::Result<()> {
     let listed = ports::list(cloud, Filter::new().tags(&owner.filter())).await?;
     ensure!(listed.len() == 8, "tag filter found {}", listed.len());
     for p in &listed {
-        ensure!(kuryr_openstack::Owner::from_tags(&p.tags).as_ref() == Some(&owner), "{:?}", p.tags);
+        ensure!(
+            kuryr_openstack::Owner::from_tags(&p.tags).as_ref() == Some(&owner),
+            "{:?}",
+            p.tags
+        );
     }
     let one = created[3].ip().context("no ip")?.to_owned();
-    let by_ip = ports::list(cloud, Filter::new().eq("network_id", &b.pod_network_id).fixed_ip(&one)).await?;
-    ensure!(by_ip.len() == 1 && by_ip[0].id == created[3].id, "fixed_ips filter: {by_ip:?}");
+    let by_ip = ports::list(
+        cloud,
+        Filter::new().eq("network_id", &b.pod_network_id).fixed_ip(&one),
+    )
+    .await?;
+    ensure!(
+        by_ip.len() == 1 && by_ip[0].id == created[3].id,
+        "fixed_ips filter: {by_ip:?}"
+    );
     let by_any = ports::list(cloud, Filter::new().tags_any(&[tags[2].clone(), "nope".into()])).await?;
     ensure!(by_any.len() == 8, "tags-any found {}", by_any.len());
     // Updates: name and device owner survive a round trip.
@@ -127,9 +161,14 @@ pub async fn bulk_ports_with_tags(x: Ctx) -> anyhow::Result<()> {
         },
     )
     .await?;
-    ensure!(upd.device_id == "pod-uid-1" && upd.device_owner == "compute:kuryr", "{upd:?}");
+    ensure!(
+        upd.device_id == "pod-uid-1" && upd.device_owner == "compute:kuryr",
+        "{upd:?}"
+    );
     futures::future::try_join_all(created.iter().map(|p| ports::delete(cloud, &p.id))).await?;
-    ensure!(ports::list(cloud, Filter::new().tags(&owner.filter())).await?.is_empty());
+    ensure!(ports::list(cloud, Filter::new().tags(&owner.filter()))
+        .await?
+        .is_empty());
     Ok(())
 }
 
@@ -166,7 +205,10 @@ pub async fn trunk_subports_and_vlan_conflict(x: Ctx) -> anyhow::Result<()> {
     ensure!(subs.len() == 2, "get_subports: {subs:?}");
     if cloud.neutron_features().await?.trunk_details() {
         let p = ports::get(cloud, &parent.id).await?;
-        let d = p.trunk_details.as_ref().context("no trunk_details on the parent")?;
+        let d = p
+            .trunk_details
+            .as_ref()
+            .context("no trunk_details on the parent")?;
         ensure!(d.trunk_id == trunk.id && d.sub_ports.len() == 2, "{d:?}");
         ensure!(ports::subports_of(&p).iter().any(|s| s.segmentation_id == 102));
     }
@@ -176,7 +218,10 @@ pub async fn trunk_subports_and_vlan_conflict(x: Ctx) -> anyhow::Result<()> {
         .await
         .err()
         .context("a duplicate VLAN id was accepted")?;
-    ensure!(err.status() == Some(409) && err.kind() == Some(ErrorKind::Conflict), "{err}");
+    ensure!(
+        err.status() == Some(409) && err.kind() == Some(ErrorKind::Conflict),
+        "{err}"
+    );
     ensure!(err.api().map(|a| a.attempts) == Some(1));
     // A port that already is a subport cannot be added again.
     let err = trunks::add_subports(cloud, &trunk.id, &[SubPort::vlan(&s1.id, 103)])
@@ -186,9 +231,17 @@ pub async fn trunk_subports_and_vlan_conflict(x: Ctx) -> anyhow::Result<()> {
     ensure!(err.status() == Some(409), "{err}");
     let t = trunks::remove_subports(cloud, &trunk.id, &[s1.id.clone(), s2.id.clone()]).await?;
     ensure!(t.sub_ports.is_empty(), "{t:?}");
-    ensure!(trunks::list(cloud, Filter::new().eq("port_id", &parent.id)).await?.len() == 1);
+    ensure!(
+        trunks::list(cloud, Filter::new().eq("port_id", &parent.id))
+            .await?
+            .len()
+            == 1
+    );
     trunks::delete(cloud, &trunk.id).await?;
-    ensure!(trunks::get(cloud, &trunk.id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(trunks::get(cloud, &trunk.id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     Ok(())
 }
 
@@ -219,13 +272,19 @@ pub async fn security_groups_and_rules(x: Ctx) -> anyhow::Result<()> {
         ],
     )
     .await?;
-    ensure!(rules.len() == 3 && rules.iter().all(|r| r.security_group_id == sg.id), "{rules:?}");
+    ensure!(
+        rules.len() == 3 && rules.iter().all(|r| r.security_group_id == sg.id),
+        "{rules:?}"
+    );
     let listed = security_groups::list_rules(cloud, Filter::new().eq("security_group_id", &sg.id)).await?;
     ensure!(listed.len() == defaults + 3, "rules listed: {}", listed.len());
-    let dup = security_groups::create_rule(cloud, &CreateRule::ingress(&sg.id).tcp(80, 80).from_cidr("198.18.0.0/18"))
-        .await
-        .err()
-        .context("duplicate rule accepted")?;
+    let dup = security_groups::create_rule(
+        cloud,
+        &CreateRule::ingress(&sg.id).tcp(80, 80).from_cidr("198.18.0.0/18"),
+    )
+    .await
+    .err()
+    .context("duplicate rule accepted")?;
     ensure!(dup.status() == Some(409), "{dup}");
     // A bulk with one duplicate makes nothing.
     let err = security_groups::bulk_create_rules(
@@ -240,17 +299,31 @@ pub async fn security_groups_and_rules(x: Ctx) -> anyhow::Result<()> {
     .context("bulk with a duplicate accepted")?;
     ensure!(err.status() == Some(409), "{err}");
     let after = security_groups::list_rules(cloud, Filter::new().eq("security_group_id", &sg.id)).await?;
-    ensure!(after.len() == defaults + 3, "bulk was not atomic: {}", after.len());
+    ensure!(
+        after.len() == defaults + 3,
+        "bulk was not atomic: {}",
+        after.len()
+    );
     security_groups::delete_rule(cloud, &rules[2].id).await?;
     let port = ports::create(cloud, &CreatePort::on_subnet(&b.pod_network_id, &b.pod_subnet_id)).await?;
     c.push(Item::Port(port.id.clone()));
     let port = ports::set_security_groups(cloud, &port.id, std::slice::from_ref(&sg.id)).await?;
-    ensure!(port.security_groups == vec![sg.id.clone()], "{:?}", port.security_groups);
-    let err = security_groups::delete(cloud, &sg.id).await.err().context("SG in use deleted")?;
+    ensure!(
+        port.security_groups == vec![sg.id.clone()],
+        "{:?}",
+        port.security_groups
+    );
+    let err = security_groups::delete(cloud, &sg.id)
+        .await
+        .err()
+        .context("SG in use deleted")?;
     ensure!(err.status() == Some(409), "{err}");
     ports::delete(cloud, &port.id).await?;
     security_groups::delete(cloud, &sg.id).await?;
-    ensure!(security_groups::get(cloud, &sg.id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(security_groups::get(cloud, &sg.id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     Ok(())
 }
 
@@ -283,7 +356,10 @@ pub async fn floating_ip_associate(x: Ctx) -> anyhow::Result<()> {
     let f = floating_ips::disassociate(cloud, &fip.id).await?;
     ensure!(f.port_id.is_none() && f.fixed_ip_address.is_none(), "{f:?}");
     floating_ips::delete(cloud, &fip.id).await?;
-    ensure!(floating_ips::get(cloud, &fip.id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(floating_ips::get(cloud, &fip.id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     Ok(())
 }
 
@@ -335,15 +411,25 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
     ensure!(lb.provider == provider && !lb.vip_address.is_empty(), "{lb:?}");
     let tree = waiter::wait_lb_active(cloud, &lb.id, &b.wait()).await?;
     let took = t0.elapsed();
-    let l = tree.loadbalancer.listeners.first().context("no listener in the tree")?;
+    let l = tree
+        .loadbalancer
+        .listeners
+        .first()
+        .context("no listener in the tree")?;
     let p = l.pools.first().context("no pool in the tree")?;
     ensure!(p.members.len() == 2, "members in tree: {}", p.members.len());
     ensure!(p.health_monitor.is_some(), "no health monitor in the tree");
-    eprintln!("{provider}: fully-populated LB ACTIVE (whole tree) in {took:?}");
+    eprintln!(
+        "{:?} {provider}: fully-populated LB ACTIVE (whole tree) in {took:?}",
+        b.kind
+    );
     let tagged = loadbalancers::list(cloud, vec![("tags".into(), b.owner("x").filter()[0].clone())]).await?;
     ensure!(tagged.iter().any(|x| x.id == lb.id), "tag filter on LBs");
     let vip_port = lb.vip_port_id.clone();
-    ensure!(ports::get(cloud, &vip_port).await.is_ok(), "VIP port {vip_port} missing in Neutron");
+    ensure!(
+        ports::get(cloud, &vip_port).await.is_ok(),
+        "VIP port {vip_port} missing in Neutron"
+    );
 
     // Batch replace: one kept, one dropped, two new.
     let pool_id = p.node.id.clone();
@@ -362,21 +448,36 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
     let now = waiter::wait_members(cloud, &lb.id, &pool_id, &want_set, &b.wait()).await?;
     eprintln!("{provider}: batch member replace ACTIVE in {:?}", t1.elapsed());
     let got: BTreeSet<_> = now.iter().map(|m| m.address.clone()).collect();
-    ensure!(got == want.iter().cloned().collect::<BTreeSet<_>>(), "members after replace: {got:?}, want {want:?}");
+    ensure!(
+        got == want.iter().cloned().collect::<BTreeSet<_>>(),
+        "members after replace: {got:?}, want {want:?}"
+    );
     let kept_id = old.iter().find(|m| m.address == kept).map(|m| m.id.clone());
-    ensure!(now.iter().any(|m| Some(&m.id) == kept_id.as_ref()), "the kept member was recreated");
+    ensure!(
+        now.iter().any(|m| Some(&m.id) == kept_id.as_ref()),
+        "the kept member was recreated"
+    );
 
     // Plain delete of an LB with children is refused; cascade removes the tree and the VIP port.
     let strict = Cloud::connect(b.config(&b.password).with_retry(RetryPolicy::none())).await?;
-    let err = loadbalancers::delete(&strict, &lb.id, false).await.err().context("LB with children deleted")?;
+    let err = loadbalancers::delete(&strict, &lb.id, false)
+        .await
+        .err()
+        .context("LB with children deleted")?;
     ensure!(err.status() == Some(400), "{err}");
     let t2 = Instant::now();
     loadbalancers::delete(cloud, &lb.id, true).await?;
     waiter::wait_lb_deleted(cloud, &lb.id, &b.wait()).await?;
     eprintln!("{provider}: cascade delete done in {:?}", t2.elapsed());
-    ensure!(loadbalancers::get(cloud, &lb.id).await.err().is_some_and(|e| e.is_not_found()));
+    ensure!(loadbalancers::get(cloud, &lb.id)
+        .await
+        .err()
+        .is_some_and(|e| e.is_not_found()));
     ensure!(
-        ports::get(cloud, &vip_port).await.err().is_some_and(|e| e.is_not_found()),
+        ports::get(cloud, &vip_port)
+            .await
+            .err()
+            .is_some_and(|e| e.is_not_found()),
         "VIP port {vip_port} left behind"
     );
     Ok(())
@@ -398,15 +499,20 @@ pub async fn lb_same_port_tcp_and_udp(x: Ctx) -> anyhow::Result<()> {
     let cloud = &b.cloud;
     let f = cloud.octavia_features().await?.clone();
     if !f.same_port_different_protocol() || !f.udp() {
-        eprintln!("skipped: Octavia {:?} lacks same-port-different-protocol", f.version);
+        eprintln!(
+            "skipped: Octavia {:?} lacks same-port-different-protocol",
+            f.version
+        );
         return Ok(());
     }
     for provider in ["ovn", "amphora"] {
         let listeners = ["TCP", "UDP"]
             .iter()
             .map(|proto| {
-                let mut pool = CreatePool::new(b.name(&format!("pool-53-{proto}")), *proto, algorithm(provider));
-                pool.members = vec![CreateMember::new(member_ips(1).remove(0), 53).on_subnet(&b.pod_subnet_id)];
+                let mut pool =
+                    CreatePool::new(b.name(&format!("pool-53-{proto}")), *proto, algorithm(provider));
+                pool.members =
+                    vec![CreateMember::new(member_ips(1).remove(0), 53).on_subnet(&b.pod_subnet_id)];
                 CreateListener::new(b.name(&format!("l-53-{proto}")), *proto, 53).with_pool(pool)
             })
             .collect();
@@ -448,7 +554,10 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
         loadbalancers::get(&cloud, missing).await.err(),
     ] {
         let err = err.context("a missing object was found")?;
-        ensure!(err.kind() == Some(ErrorKind::NotFound) && err.api().map(|a| a.attempts) == Some(1), "{err}");
+        ensure!(
+            err.kind() == Some(ErrorKind::NotFound) && err.api().map(|a| a.attempts) == Some(1),
+            "{err}"
+        );
     }
     ports::delete(&cloud, missing).await?;
     loadbalancers::delete(&cloud, missing, true).await?;
@@ -461,8 +570,14 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
         .await
         .err()
         .context("a /33 was accepted")?;
-    ensure!(err.status() == Some(400) && err.kind() == Some(ErrorKind::BadRequest), "{err}");
-    ensure!(cloud.metrics().snapshot().count("neutron.subnets.create") == before + 1, "400 was retried");
+    ensure!(
+        err.status() == Some(400) && err.kind() == Some(ErrorKind::BadRequest),
+        "{err}"
+    );
+    ensure!(
+        cloud.metrics().snapshot().count("neutron.subnets.create") == before + 1,
+        "400 was retried"
+    );
     // Octavia: a listener on a port out of range.
     let mut req = CreateLoadBalancer {
         name: b.name("bad-lb"),
@@ -470,15 +585,26 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
         provider: Some("amphora".into()),
         ..CreateLoadBalancer::default()
     };
-    req.listeners = vec![CreateListener::new("l", "TCP", 70000)
-        .with_pool(CreatePool::new(b.name("p"), "TCP", "ROUND_ROBIN"))];
-    let err = loadbalancers::create(&cloud, &req).await.err().context("port 70000 accepted")?;
+    req.listeners = vec![CreateListener::new("l", "TCP", 70000).with_pool(CreatePool::new(
+        b.name("p"),
+        "TCP",
+        "ROUND_ROBIN",
+    ))];
+    let err = loadbalancers::create(&cloud, &req)
+        .await
+        .err()
+        .context("port 70000 accepted")?;
     ensure!(err.status() == Some(400), "{err}");
     // Neutron 29 refuses tags in create bodies of networks (only ports, with the bulk tagging extension).
     let resp = cloud
         .execute(
-            Request::new(Service::Network, "raw.networks.create_with_tags", Method::POST, "networks")
-                .json(json!({"network": {"name": b.name("tagged-in-body"), "tags": ["a"]}})),
+            Request::new(
+                Service::Network,
+                "raw.networks.create_with_tags",
+                Method::POST,
+                "networks",
+            )
+            .json(json!({"network": {"name": b.name("tagged-in-body"), "tags": ["a"]}})),
         )
         .await;
     match resp {
@@ -488,6 +614,30 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
                 c.push(Item::Network(id.to_owned()));
             }
             bail!("a network create with tags in the body was accepted: {v}");
+        }
+        Err(e) => ensure!(e.status() == Some(400), "{e}"),
+    }
+    // An explicit null where Neutron wants a boolean is a 400, not "unset".
+    let err = cloud
+        .execute(
+            Request::new(
+                Service::Network,
+                "raw.routers.create_null_snat",
+                Method::POST,
+                "routers",
+            )
+            .json(json!({
+                "router": {"name": b.name("null-snat"), "external_gateway_info":
+                    {"network_id": b.external_network_id, "enable_snat": null}}})),
+        )
+        .await;
+    match err {
+        Ok(r) => {
+            let v = r.json(Service::Network, "raw")?;
+            if let Some(id) = v["router"]["id"].as_str() {
+                c.push(Item::Router(id.to_owned()));
+            }
+            bail!("a router with enable_snat null was accepted: {v}");
         }
         Err(e) => ensure!(e.status() == Some(400), "{e}"),
     }
@@ -515,7 +665,10 @@ pub async fn errors_over_quota(x: Ctx) -> anyhow::Result<()> {
     )
     .await?;
     c.push(Item::Network(net.id.clone()));
-    ensure!(net.project_id == project, "admin could not create for another project: {net:?}");
+    ensure!(
+        net.project_id == project,
+        "admin could not create for another project: {net:?}"
+    );
     let mut sub = CreateSubnet::v4(&net.id, "10.99.0.0/24");
     sub.project_id = Some(project.clone());
     let sub = subnets::create(&cloud, &sub, &[]).await?;
@@ -528,20 +681,34 @@ pub async fn errors_over_quota(x: Ctx) -> anyhow::Result<()> {
             project_id: Some(project.clone()),
             ..CreatePort::on_subnet(&net.id, &sub.id)
         };
-        let err = ports::bulk_create(&cloud, &[mk(), mk(), mk()]).await.err().context("3 ports under a quota of 2")?;
+        let err = ports::bulk_create(&cloud, &[mk(), mk(), mk()])
+            .await
+            .err()
+            .context("3 ports under a quota of 2")?;
         ensure!(err.is_over_quota(), "{err}");
         ensure!(err.api().map(|a| a.attempts) == Some(2), "attempts: {err}");
-        ensure!(ports::list(&cloud, Filter::new().eq("network_id", &net.id)).await?.is_empty(), "bulk not atomic");
+        ensure!(
+            ports::list(&cloud, Filter::new().eq("network_id", &net.id))
+                .await?
+                .is_empty(),
+            "bulk not atomic"
+        );
         for _ in 0..2 {
             let p = ports::create(&cloud, &mk()).await?;
             c.push(Item::Port(p.id.clone()));
         }
-        let err = ports::create(&cloud, &mk()).await.err().context("3rd port under a quota of 2")?;
+        let err = ports::create(&cloud, &mk())
+            .await
+            .err()
+            .context("3rd port under a quota of 2")?;
         ensure!(err.status() == Some(409) && err.is_over_quota(), "{err}");
         if cloud.neutron_features().await?.quota_details() {
             let d = quotas::details(&cloud, &project).await?;
             let port = d.get("port").context("no port quota detail")?;
-            ensure!(port.limit == 2 && port.used == 2 && port.free() == Some(0), "{port:?}");
+            ensure!(
+                port.limit == 2 && port.used == 2 && port.free() == Some(0),
+                "{port:?}"
+            );
         }
         Ok(())
     }
@@ -607,7 +774,11 @@ pub async fn auth_token_expires_mid_run(x: Ctx) -> anyhow::Result<()> {
     eprintln!(
         "short token: {ok} rounds over {run:?}, {gen} renewals, {} reactive re-auths, {} 401 answers",
         m.reauths,
-        m.calls.iter().filter(|((_, o), _)| o == "401").map(|(_, s)| s.count).sum::<u64>()
+        m.calls
+            .iter()
+            .filter(|((_, o), _)| o == "401")
+            .map(|(_, s)| s.count)
+            .sum::<u64>()
     );
     ensure!(failed.is_empty(), "calls failed: {failed:?}");
     ensure!(gen >= 2, "token renewed only {gen} times in {run:?}");
