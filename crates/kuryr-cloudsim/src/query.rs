@@ -70,6 +70,10 @@ pub struct ListParams {
     pub marker: Option<String>,
     pub page_reverse: bool,
     pub sort: Vec<(String, bool)>,
+    /// Every other query pair (filters, fields, sort), repeated in the page links as real Neutron does;
+    /// found by the kuryr-openstack conformance suite (a `next` link without the filters lists
+    /// everything).
+    pub carry: Vec<(String, String)>,
 }
 
 fn split_tags(q: &Query, key: &str) -> Vec<String> {
@@ -118,6 +122,12 @@ impl ListParams {
             marker: q.first("marker").map(str::to_owned),
             page_reverse: q.flag("page_reverse"),
             sort,
+            carry: q
+                .pairs
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker" | "page_reverse"))
+                .cloned()
+                .collect(),
         }
     }
 
@@ -240,18 +250,25 @@ pub fn page_links(
     last: Option<&str>,
     self_url: &str,
 ) -> Vec<Value> {
+    let link = |limit: usize, marker: &str, reverse: bool| {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &params.carry {
+            q.append_pair(k, v);
+        }
+        q.append_pair("limit", &limit.to_string());
+        q.append_pair("marker", marker);
+        if reverse {
+            q.append_pair("page_reverse", "True");
+        }
+        format!("{self_url}?{}", q.finish())
+    };
     let mut links = Vec::new();
     if let Some(limit) = params.limit {
         if let (true, Some(last)) = (more, last) {
-            links.push(
-                serde_json::json!({"rel": "next", "href": format!("{self_url}?limit={limit}&marker={last}")}),
-            );
+            links.push(serde_json::json!({"rel": "next", "href": link(limit, last, false)}));
         }
         if let (true, Some(first)) = (params.marker.is_some(), first) {
-            links.push(serde_json::json!({
-                "rel": "previous",
-                "href": format!("{self_url}?limit={limit}&marker={first}&page_reverse=True"),
-            }));
+            links.push(serde_json::json!({"rel": "previous", "href": link(limit, first, true)}));
         }
     }
     links
