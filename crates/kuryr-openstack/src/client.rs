@@ -355,13 +355,29 @@ impl Cloud {
         key: &str,
         query: Vec<(String, String)>,
     ) -> Result<Vec<T>> {
-        let resp = self
-            .execute(Request::new(service, op, Method::GET, path).query(query))
-            .await?;
-        take(resp.json(service, op)?, key, service, op)
+        let mut out = Vec::new();
+        let mut query = query;
+        // Follow `<key>_links` rel=next: Octavia pages at pagination_max_limit (1000 by default), and
+        // Neutron does when the operator sets one.
+        for _ in 0..MAX_PAGES {
+            let resp = self
+                .execute(Request::new(service, op, Method::GET, path).query(query.clone()))
+                .await?;
+            let body = resp.json(service, op)?;
+            let next = next_page_query(&body, key);
+            let page: Vec<T> = take(body, key, service, op)?;
+            let empty = page.is_empty();
+            out.extend(page);
+            match next {
+                Some(q) if !empty && q != query => query = q,
+                _ => return Ok(out),
+            }
+        }
+        Ok(out)
     }
 
-    /// `method {key: body}` -> `{key: T}`.
+    /// `method {key: body}` -> `{key: T}`. If a create succeeded but its answer cannot be read, the object
+    /// is deleted again (best effort) rather than left behind unknown and untagged.
     pub(crate) async fn send_one<B: Serialize, T: DeserializeOwned>(
         &self,
         service: Service,
@@ -372,10 +388,24 @@ impl Cloud {
         body: &B,
     ) -> Result<T> {
         let body = wrap(key, body, service, op)?;
+        let is_create = method == Method::POST;
         let resp = self
-            .execute(Request::new(service, op, method, path).json(body))
+            .execute(Request::new(service, op, method, path.clone()).json(body))
             .await?;
-        take(resp.json(service, op)?, key, service, op)
+        let value = resp.json(service, op)?;
+        let id = value[key]["id"].as_str().map(str::to_owned);
+        match take(value, key, service, op) {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                if let (true, Some(id)) = (is_create, id) {
+                    tracing::error!(op, id, error = %e, "created but unreadable; deleting it again");
+                    let _ = self
+                        .delete_path(service, "rollback.delete", format!("{path}/{id}"), Vec::new())
+                        .await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// DELETE; a 404 is success (already gone).
@@ -390,6 +420,25 @@ impl Cloud {
             .await
             .map(|_| ())
     }
+}
+
+/// Upper bound on pages one list follows (1000 items each on Octavia).
+const MAX_PAGES: usize = 1000;
+
+/// The query of the `next` link in `<key>_links`, if any.
+fn next_page_query(body: &Value, key: &str) -> Option<Vec<(String, String)>> {
+    let links = body.get(format!("{key}_links"))?.as_array()?;
+    let href = links
+        .iter()
+        .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))?
+        .get("href")?
+        .as_str()?;
+    let url = Url::parse(href).ok()?;
+    Some(
+        url.query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+    )
 }
 
 /// `{key: body}`.
@@ -501,6 +550,18 @@ mod tests {
     }
 
     #[test]
+    fn next_page_comes_from_the_links() {
+        let body = json!({"loadbalancers": [], "loadbalancers_links": [
+            {"rel": "previous", "href": "http://h/v2/lbaas/loadbalancers?marker=a&page_reverse=True"},
+            {"rel": "next", "href": "http://h/v2/lbaas/loadbalancers?limit=2&marker=b"}]});
+        assert_eq!(
+            next_page_query(&body, "loadbalancers"),
+            Some(vec![("limit".into(), "2".into()), ("marker".into(), "b".into())])
+        );
+        assert_eq!(next_page_query(&json!({"ports": []}), "ports"), None);
+    }
+
+    #[test]
     fn nulls_read_as_defaults() {
         #[derive(serde::Deserialize, Default)]
         #[serde(default)]
@@ -515,7 +576,10 @@ mod tests {
             "x",
         )
         .unwrap();
-        assert_eq!((rules[0].description.as_str(), rules[0].protocol.as_deref()), ("", None));
+        assert_eq!(
+            (rules[0].description.as_str(), rules[0].protocol.as_deref()),
+            ("", None)
+        );
         assert_eq!(rules[1].protocol.as_deref(), Some("tcp"));
     }
 

@@ -405,3 +405,25 @@ async fn unsupported_features_are_refused_before_any_call() {
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
     assert!(env.sim.calls_matching("octavia.loadbalancers.create").is_empty());
 }
+
+#[tokio::test]
+async fn lists_follow_next_links_across_pages() {
+    let env = start(Profile::zero()).await;
+    let cloud = env.cloud("sim").await;
+    let tags = Owner::new("c1", "namespace", "paged").tags().unwrap();
+    for i in 0..5 {
+        networks::create(
+            &cloud,
+            &networks::CreateNetwork::named(format!("paged-{i}")),
+            &tags,
+        )
+        .await
+        .unwrap();
+    }
+    let all = networks::list(&cloud, Filter::new().tags(&tags).eq("limit", "2"))
+        .await
+        .unwrap();
+    let names: std::collections::BTreeSet<_> = all.iter().map(|n| n.name.clone()).collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(env.sim.calls_matching("neutron.networks.list").len(), 3);
+}

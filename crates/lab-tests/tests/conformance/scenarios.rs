@@ -132,6 +132,10 @@ pub async fn bulk_ports_with_tags(x: Ctx) -> anyhow::Result<()> {
     ensure!(created.iter().all(|p| p.tags.len() == 3), "tags on create answer");
     let listed = ports::list(cloud, Filter::new().tags(&owner.filter())).await?;
     ensure!(listed.len() == 8, "tag filter found {}", listed.len());
+    // Pages of 3 (limit/marker, `ports_links` rel=next) add up to the same 8.
+    let paged = ports::list(cloud, Filter::new().tags(&owner.filter()).eq("limit", "3")).await?;
+    let ids: BTreeSet<_> = paged.iter().map(|p| p.id.clone()).collect();
+    ensure!(ids.len() == 8, "paged list found {}", ids.len());
     for p in &listed {
         ensure!(
             kuryr_openstack::Owner::from_tags(&p.tags).as_ref() == Some(&owner),
