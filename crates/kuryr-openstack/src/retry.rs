@@ -173,8 +173,12 @@ pub fn error_kind(status: u16, body: &[u8]) -> ErrorKind {
     }
 }
 
-/// The retry policy. `op` is accepted so per-op exceptions stay in this one function.
-pub fn classify(outcome: Outcome<'_>, method: &Method, _op: &str) -> Decision {
+/// Op-name suffix of port creates that ask for specific addresses: for them `IpAddressAlreadyAllocated`
+/// means the address is taken (real Neutron answers both cases with the same 409), not an IPAM race.
+pub const WITH_FIXED_IP: &str = "_with_ip";
+
+/// The retry policy. `op` carries the per-op exceptions (see [`WITH_FIXED_IP`]).
+pub fn classify(outcome: Outcome<'_>, method: &Method, op: &str) -> Decision {
     match outcome {
         Outcome::Transport(TransportKind::Connect) => Decision::Retry(RetryReason::Connect),
         Outcome::Transport(TransportKind::Timeout) => Decision::Retry(RetryReason::Timeout),
@@ -183,6 +187,7 @@ pub fn classify(outcome: Outcome<'_>, method: &Method, _op: &str) -> Decision {
         Outcome::Response { status: 404, .. } if *method == Method::DELETE => Decision::Done,
         Outcome::Response { status: 401, .. } => Decision::Reauth,
         Outcome::Response { status, body } => match error_kind(status, body) {
+            ErrorKind::IpamConflict if op.ends_with(WITH_FIXED_IP) => Decision::Fail(ErrorKind::Conflict),
             ErrorKind::IpamConflict => Decision::Retry(RetryReason::IpamConflict),
             ErrorKind::Pending => Decision::Retry(RetryReason::Pending),
             ErrorKind::OverQuota => Decision::Retry(RetryReason::OverQuota),
@@ -300,6 +305,15 @@ mod tests {
                 "neutron.ports.create"
             ),
             Decision::Retry(RetryReason::OverQuota)
+        );
+        // The same 409 for an address the caller asked for is final.
+        assert_eq!(
+            classify(
+                resp(409, &neutron("IpAddressAlreadyAllocated")),
+                &Method::POST,
+                "neutron.ports.create_with_ip"
+            ),
+            Decision::Fail(ErrorKind::Conflict)
         );
         assert_eq!(
             classify(resp(409, &neutron("SubPortBindingError")), &Method::PUT, "x"),

@@ -217,19 +217,24 @@ async fn tag_after(cloud: &Cloud, ports: &mut [Port], tags: Vec<Vec<String>>) ->
     Ok(())
 }
 
+fn asks_for_addresses(reqs: &[CreatePort]) -> bool {
+    reqs.iter()
+        .flat_map(|r| r.fixed_ips.iter())
+        .any(|f| f.ip_address.is_some())
+}
+
 /// Creates one port (with its tags).
 pub async fn create(cloud: &Cloud, req: &CreatePort) -> Result<Port> {
     let (reqs, later) = prepare(cloud, std::slice::from_ref(req)).await?;
     let body = reqs.first().cloned().unwrap_or_default();
+    // Op names keep "address taken" apart from an IPAM race (see retry::WITH_FIXED_IP).
+    let op = if asks_for_addresses(&reqs) {
+        "neutron.ports.create_with_ip"
+    } else {
+        "neutron.ports.create"
+    };
     let mut port: Port = cloud
-        .send_one(
-            Service::Network,
-            "neutron.ports.create",
-            Method::POST,
-            "ports".into(),
-            "port",
-            &body,
-        )
+        .send_one(Service::Network, op, Method::POST, "ports".into(), "port", &body)
         .await?;
     if let Some(tags) = later.and_then(|mut t| t.pop()) {
         port.tags = tag_or_delete(cloud, Resource::Ports, &port.id, &tags).await?;
@@ -242,8 +247,12 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
     if reqs.is_empty() {
         return Ok(Vec::new());
     }
-    let op = "neutron.ports.bulk_create";
     let (reqs, later) = prepare(cloud, reqs).await?;
+    let op = if asks_for_addresses(&reqs) {
+        "neutron.ports.bulk_create_with_ip"
+    } else {
+        "neutron.ports.bulk_create"
+    };
     let resp = cloud
         .execute(Request::new(Service::Network, op, Method::POST, "ports").json(json!({ "ports": reqs })))
         .await?;

@@ -233,15 +233,39 @@ pub async fn trunk_subports_and_vlan_conflict(x: Ctx) -> anyhow::Result<()> {
         .err()
         .context("a subport was added twice")?;
     ensure!(err.status() == Some(409), "{err}");
-    let t = trunks::remove_subports(cloud, &trunk.id, &[s1.id.clone(), s2.id.clone()]).await?;
-    ensure!(t.sub_ports.is_empty(), "{t:?}");
+    // Neither a subport nor the parent can be deleted while the trunk holds them.
+    let err = ports::delete(cloud, &s2.id)
+        .await
+        .err()
+        .context("a subport was deleted")?;
+    ensure!(
+        err.api().map(|a| (a.status, a.code.as_str())) == Some((409, "PortInUseAsSubPort")),
+        "{err}"
+    );
+    let err = ports::delete(cloud, &parent.id)
+        .await
+        .err()
+        .context("a trunk parent was deleted")?;
+    ensure!(
+        err.api().map(|a| (a.status, a.code.as_str())) == Some((409, "PortInUseAsTrunkParent")),
+        "{err}"
+    );
+    let t = trunks::remove_subports(cloud, &trunk.id, &[s1.id.clone()]).await?;
+    ensure!(t.sub_ports.len() == 1, "{t:?}");
     ensure!(
         trunks::list(cloud, Filter::new().eq("port_id", &parent.id))
             .await?
             .len()
             == 1
     );
+    // A trunk whose parent is unbound can be deleted with subports still on it; they are released.
     trunks::delete(cloud, &trunk.id).await?;
+    let freed = ports::get(cloud, &s2.id).await?;
+    ensure!(
+        freed.device_owner.is_empty() && freed.device_id.is_empty(),
+        "{freed:?}"
+    );
+    ports::delete(cloud, &s2.id).await?;
     ensure!(trunks::get(cloud, &trunk.id)
         .await
         .err()
@@ -565,6 +589,27 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
     }
     ports::delete(&cloud, missing).await?;
     loadbalancers::delete(&cloud, missing, true).await?;
+    // An address that is taken: the same 409 type as an IPAM race, but final (one attempt).
+    let first = ports::create(
+        &cloud,
+        &CreatePort::on_subnet(&b.pod_network_id, &b.pod_subnet_id),
+    )
+    .await?;
+    c.push(Item::Port(first.id.clone()));
+    let mut again = CreatePort::on_network(&b.pod_network_id);
+    again.fixed_ips = vec![ports::FixedIpRequest {
+        subnet_id: Some(b.pod_subnet_id.clone()),
+        ip_address: first.ip().map(str::to_owned),
+    }];
+    let err = ports::create(&cloud, &again)
+        .await
+        .err()
+        .context("a taken address was given twice")?;
+    let api = err.api().context("not an API error")?;
+    ensure!(
+        api.status == 409 && api.code == "IpAddressAlreadyAllocated" && api.attempts == 1,
+        "{err}"
+    );
     trunks::delete(&cloud, missing).await?;
 
     let net = networks::create(&cloud, &networks::CreateNetwork::named(b.name("bad")), &[]).await?;
