@@ -250,7 +250,7 @@ pub async fn trunk_subports_and_vlan_conflict(x: Ctx) -> anyhow::Result<()> {
         err.api().map(|a| (a.status, a.code.as_str())) == Some((409, "PortInUseAsTrunkParent")),
         "{err}"
     );
-    let t = trunks::remove_subports(cloud, &trunk.id, &[s1.id.clone()]).await?;
+    let t = trunks::remove_subports(cloud, &trunk.id, std::slice::from_ref(&s1.id)).await?;
     ensure!(t.sub_ports.len() == 1, "{t:?}");
     ensure!(
         trunks::list(cloud, Filter::new().eq("port_id", &parent.id))
