@@ -178,6 +178,43 @@ fn option_str(cfg: &CloudConfig, key: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// TLS settings of the cloud (clouds.yaml `cacert`, `verify`), applied to the calls this crate makes too,
+/// not only to the SDK's logins.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tls {
+    pub cacert: Option<PathBuf>,
+    pub insecure: bool,
+}
+
+impl Tls {
+    pub(crate) fn of(source: &AuthSource) -> Result<Tls> {
+        Ok(match load_cloud_config(source)? {
+            Some(cfg) => Tls {
+                cacert: cfg.cacert.map(PathBuf::from),
+                insecure: cfg.verify == Some(false),
+            },
+            None => Tls::default(),
+        })
+    }
+
+    pub(crate) fn apply(&self, mut b: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder> {
+        if let Some(path) = &self.cacert {
+            let pem =
+                std::fs::read(path).map_err(|e| Error::Config(format!("cacert {}: {e}", path.display())))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| Error::Config(format!("cacert {}: {e}", path.display())))?;
+            for c in certs {
+                b = b.add_root_certificate(c);
+            }
+        }
+        if self.insecure {
+            tracing::warn!("TLS verification disabled by the cloud config (verify: false)");
+            b = b.danger_accept_invalid_certs(true);
+        }
+        Ok(b)
+    }
+}
+
 impl Session {
     pub(crate) async fn open(source: &AuthSource, margin: Duration) -> Result<Session> {
         anchor_auth_plugins();

@@ -131,7 +131,8 @@ impl Cloud {
         observer: Option<Arc<dyn CallObserver>>,
     ) -> Result<Cloud> {
         let session = Session::open(&config.auth, config.token_renew_margin).await?;
-        let http = reqwest::Client::builder()
+        let builder = crate::auth::Tls::of(&config.auth)?.apply(reqwest::Client::builder())?;
+        let http = builder
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .pool_idle_timeout(Duration::from_secs(30))
