@@ -191,16 +191,11 @@ fn check(case: &str, nps: &[NetworkPolicy], mode: &str) -> (usize, usize, Compil
                         continue;
                     };
                     svc_checked += 1;
-                    let narrowed = compiled.narrowings.iter().any(|n| match n {
-                        Narrowing::ServicePartiallyAllowed {
-                            policy,
-                            service,
-                            port,
-                        } => {
-                            *service == svc.key()
-                                && *port == sp.port
-                                && policies.iter().any(|p| p.key() == *policy && p.selects(src))
-                        }
+                    let narrowed = compiled.narrowings.iter().any(|n| {
+                        let (policy, service, port) = n.subject();
+                        *service == svc.key()
+                            && port == sp.port
+                            && policies.iter().any(|p| p.key() == *policy && p.selects(src))
                     });
                     if got && !want || (want != got && !narrowed) {
                         mismatches.push(format!(

@@ -106,16 +106,41 @@ pub struct RejectedPolicy {
 }
 
 /// Where the compiled state allows less than Kubernetes would (never more): surfaced as warnings.
+/// Neutron checks the source's egress against the VIP before the load balancer picks a backend, so a
+/// VIP port can only be open to all of its backends or to none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Narrowing {
-    /// The policy's egress allows some but not all backends of a Service port (or a selected pod
-    /// backs the Service itself): Neutron sees the VIP before the load balancer picks a backend, so
-    /// the VIP stays closed rather than open to every backend.
+    /// The policy's egress allows some but not all backends of a Service port: the VIP stays closed.
     ServicePartiallyAllowed {
         policy: PolicyKey,
         service: PodKey,
         port: u16,
     },
+    /// A selected pod backs the Service and the policy allows none of the other backends: the pod
+    /// can't reach itself through the VIP (hairpin), which Kubernetes would allow.
+    HairpinBlocked {
+        policy: PolicyKey,
+        service: PodKey,
+        port: u16,
+    },
+}
+
+impl Narrowing {
+    /// (policy, Service, Service port) the narrowing is about.
+    pub fn subject(&self) -> (&PolicyKey, &PodKey, u16) {
+        match self {
+            Narrowing::ServicePartiallyAllowed {
+                policy,
+                service,
+                port,
+            }
+            | Narrowing::HairpinBlocked {
+                policy,
+                service,
+                port,
+            } => (policy, service, *port),
+        }
+    }
 }
 
 /// The desired Neutron state for a whole cluster.
@@ -183,6 +208,18 @@ pub fn compile(
         return Err(PolicyError::InvalidOptions(
             "namespace isolation needs the pod CIDRs".into(),
         ));
+    }
+    // Egress to "anywhere" and ipBlocks must leave VIPs out (see `Builder::prefixes`): a VIP outside
+    // the configured Service ranges would be opened on every port, whatever its backends allow.
+    for svc in &cluster.services {
+        if let Some(vip) = svc.cluster_ip {
+            if !opts.service_cidrs.iter().any(|c| c.contains(&vip)) {
+                return Err(PolicyError::InvalidOptions(format!(
+                    "Service {} has VIP {vip} outside the configured Service CIDRs",
+                    svc.key()
+                )));
+            }
+        }
     }
     let mut b = Builder::new(cluster, opts);
     for p in policies {
@@ -540,12 +577,17 @@ impl<'a> Builder<'a> {
                 if forbidden.is_empty() || only_self {
                     let ports = [(Some(sp.protocol), Some((sp.port, sp.port)))];
                     self.add_rules(key, Direction::Egress, &[Remote::Prefix(Cidr::host(vip))], &ports);
-                } else if forbidden.len() < backends.len()
-                    || selected
-                        .iter()
-                        .any(|s| backends.iter().any(|(b, _)| b.key() == s.key()))
-                {
+                } else if forbidden.len() < backends.len() {
                     self.narrowings.push(Narrowing::ServicePartiallyAllowed {
+                        policy: p.key(),
+                        service: svc.key(),
+                        port: sp.port,
+                    });
+                } else if selected
+                    .iter()
+                    .any(|s| backends.iter().any(|(b, _)| b.key() == s.key()))
+                {
+                    self.narrowings.push(Narrowing::HairpinBlocked {
                         policy: p.key(),
                         service: svc.key(),
                         port: sp.port,

@@ -90,6 +90,10 @@ pub struct AddressChange {
 /// Neutron calls, in execution order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// Ids of existing security groups by key, to resolve keys in rules to add (not calls).
+    pub sg_ids: BTreeMap<String, String>,
+    /// Ids of existing address groups by key.
+    pub ag_ids: BTreeMap<String, String>,
     /// Each created with its addresses (one call).
     pub create_address_groups: Vec<(NewGroup, Vec<Cidr>)>,
     pub create_security_groups: Vec<NewGroup>,
@@ -155,7 +159,7 @@ impl Default for DiffOptions {
 pub fn diff(desired: &CompiledPolicy, current: &CurrentState, opts: &DiffOptions) -> Plan {
     let mut plan = Plan::default();
     // Observed objects are matched to desired ones by name (names are derived from keys).
-    let sg_by_name: BTreeMap<&str, &super::diff::CurrentSg> = current
+    let sg_by_name: BTreeMap<&str, &CurrentSg> = current
         .security_groups
         .iter()
         .map(|sg| (sg.name.as_str(), sg))
@@ -171,6 +175,7 @@ pub fn diff(desired: &CompiledPolicy, current: &CurrentState, opts: &DiffOptions
         match sg_by_name.get(sg.name.as_str()) {
             Some(cur) => {
                 key_of_id.insert(cur.id.as_str(), sg.key.as_str());
+                plan.sg_ids.insert(sg.key.clone(), cur.id.clone());
                 sg_ref.insert(sg.key.as_str(), GroupRef::Existing(cur.id.clone()));
             }
             None => {
@@ -182,6 +187,7 @@ pub fn diff(desired: &CompiledPolicy, current: &CurrentState, opts: &DiffOptions
     for ag in &desired.address_groups {
         if let Some(cur) = ag_by_name.get(ag.name.as_str()) {
             ag_key_of_id.insert(cur.id.as_str(), ag.key.as_str());
+            plan.ag_ids.insert(ag.key.clone(), cur.id.clone());
         }
     }
 

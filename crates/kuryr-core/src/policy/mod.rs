@@ -102,8 +102,9 @@ pub struct CompileOptions {
     pub namespace_isolation: bool,
     /// Where pod IPs come from; needed by namespace isolation to tell pods from the outside.
     pub pod_cidrs: Vec<Cidr>,
-    /// Service (VIP) ranges. Egress ipBlocks exclude them: Kubernetes matches ipBlock after DNAT, so a
-    /// VIP inside an ipBlock must not open the Service; Service access is granted per Service instead.
+    /// Service (VIP) ranges; must cover every Service VIP. Egress to "anywhere" and egress ipBlocks
+    /// exclude them: Kubernetes matches egress after DNAT, so a VIP inside such a rule must not open
+    /// the Service; Service access is granted per Service instead.
     pub service_cidrs: Vec<Cidr>,
     pub quota: Quota,
 }
