@@ -413,6 +413,18 @@ pub fn refuse_body_tags(m: &Map<String, Value>) -> ApiResult<Option<Vec<String>>
     Ok(None)
 }
 
+/// Neutron validates UUID-typed attributes before looking anything up: 400, not 404 (found by the
+/// kuryr-openstack conformance suite).
+pub fn check_uuid(field: &str, value: &str) -> ApiResult<()> {
+    if uuid::Uuid::parse_str(value).is_ok() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid input for {field}. Reason: '{value}' is not a valid UUID."
+        )))
+    }
+}
+
 /// Tags in a (port) create body, validated.
 pub fn body_tags(m: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
     match m.get("tags") {

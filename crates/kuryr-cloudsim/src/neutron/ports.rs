@@ -380,6 +380,7 @@ fn create_one(
     let network_id = req.network_id.clone().ok_or_else(|| {
         ApiError::bad_request("Failed to parse request. Required attribute 'network_id' not specified")
     })?;
+    super::check_uuid("network_id", &network_id)?;
     let net = w
         .networks
         .get(&network_id)

@@ -84,6 +84,7 @@ pub async fn create(
         ApiError::bad_request("Failed to parse request. Required attribute 'network_id' not specified")
     })?;
     let mut w = sh.world();
+    super::check_uuid("network_id", &network_id)?;
     if !w.networks.contains_key(&network_id) {
         return Err(net_not_found(&network_id));
     }
