@@ -627,6 +627,17 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
         cloud.metrics().snapshot().count("neutron.subnets.create") == before + 1,
         "400 was retried"
     );
+    // UUID-typed attributes are validated before any lookup: 400, not 404.
+    let err = subnets::create(&cloud, &CreateSubnet::v4("not-a-uuid", "10.0.0.0/24"), &[])
+        .await
+        .err()
+        .context("a subnet on network 'not-a-uuid' was made")?;
+    ensure!(err.status() == Some(400), "{err}");
+    let err = ports::create(&cloud, &CreatePort::on_network("not-a-uuid"))
+        .await
+        .err()
+        .context("a port on network 'not-a-uuid' was made")?;
+    ensure!(err.status() == Some(400), "{err}");
     // Octavia: a listener on a port out of range.
     let mut req = CreateLoadBalancer {
         name: b.name("bad-lb"),
