@@ -168,6 +168,32 @@ impl CompiledPolicy {
             .map(|i| &self.security_groups[i])
     }
 
+    /// The SG set for a port several pods' traffic is enforced on (nested-macvlan: the VM's port,
+    /// which carries the pods' IPs as allowed-address pairs). Exact only when every one of those
+    /// pods needs the same set; otherwise one pod would get another's access, so it is an error.
+    pub fn shared_port_security_groups<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a PodKey>,
+    ) -> Result<BTreeSet<String>, PolicyError> {
+        let mut shared: Option<(&PodKey, &BTreeSet<String>)> = None;
+        for pod in pods {
+            let Some(set) = self.memberships.get(pod) else {
+                continue;
+            };
+            match shared {
+                None => shared = Some((pod, set)),
+                Some((first, s)) if s != set => {
+                    return Err(PolicyError::SharedPortConflict {
+                        first: first.to_string(),
+                        second: pod.to_string(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(shared.map(|(_, s)| s.clone()).unwrap_or_default())
+    }
+
     pub fn address_group(&self, key: &str) -> Option<&DesiredAddressGroup> {
         self.address_groups
             .binary_search_by(|ag| ag.key.as_str().cmp(key))
@@ -703,5 +729,221 @@ impl<'a> Builder<'a> {
             rejected: self.rejected,
             narrowings: self.narrowings,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::model::{NamedPort, Namespace, PolicyRule, PortMatch};
+    use crate::policy::Quota;
+
+    fn pod(ns: &str, name: &str, app: &str, ip: &str) -> Pod {
+        Pod {
+            namespace: ns.into(),
+            name: name.into(),
+            labels: [("app".to_string(), app.to_string())].into(),
+            ip: ip.parse().unwrap(),
+            ports: vec![NamedPort {
+                name: "http".into(),
+                protocol: Protocol::Tcp,
+                port: 80,
+            }],
+        }
+    }
+
+    fn cluster() -> Cluster {
+        Cluster {
+            namespaces: vec![Namespace {
+                name: "x".into(),
+                labels: Default::default(),
+            }],
+            pods: vec![pod("x", "a", "web", "10.0.0.1"), pod("x", "b", "db", "10.0.0.2")],
+            services: Vec::new(),
+        }
+    }
+
+    fn policy(ingress: Vec<PolicyRule>, egress: Vec<PolicyRule>) -> Policy {
+        Policy {
+            namespace: "x".into(),
+            name: "p".into(),
+            pod_selector: LabelSelector::from_labels([("app", "db")]),
+            isolates_ingress: true,
+            isolates_egress: !egress.is_empty(),
+            ingress,
+            egress,
+        }
+    }
+
+    fn from_web() -> PolicyRule {
+        PolicyRule {
+            peers: vec![Peer::Pods {
+                namespaces: NamespaceMatch::Exact("x".into()),
+                pods: LabelSelector::from_labels([("app", "web")]),
+            }],
+            ports: vec![PortMatch {
+                protocol: Protocol::Tcp,
+                port: PortSpec::Range(5432, 5432),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_policy_becomes_one_sg_referencing_one_selector_group() {
+        let c = compile(
+            &cluster(),
+            &[policy(vec![from_web()], vec![])],
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        let sg = c.security_group("np/x/p").unwrap();
+        assert_eq!(sg.rules.len(), 1);
+        let rule = sg.rules.iter().next().unwrap();
+        assert_eq!(rule.remote, Remote::Group("sel/ns=x/app=web".into()));
+        assert_eq!(rule.ports, Some((5432, 5432)));
+        // The peer carries the selector group; the selected pod the policy SG and no allow-all ingress.
+        let a = &c.memberships[&PodKey::new("x", "a")];
+        let b = &c.memberships[&PodKey::new("x", "b")];
+        assert!(a.contains("sel/ns=x/app=web") && a.contains(ALLOW_INGRESS_KEY));
+        assert!(b.contains("np/x/p") && !b.contains(ALLOW_INGRESS_KEY) && b.contains(ALLOW_EGRESS_KEY));
+        assert!(c.security_group("sel/ns=x/app=web").unwrap().rules.is_empty());
+    }
+
+    #[test]
+    fn address_group_mode_lists_peer_ips_instead_of_membership() {
+        let opts = CompileOptions {
+            peer_mode: PeerMode::AddressGroups,
+            ..CompileOptions::default()
+        };
+        let c = compile(&cluster(), &[policy(vec![from_web()], vec![])], &opts).unwrap();
+        let ag = c.address_group("sel/ns=x/app=web").unwrap();
+        assert_eq!(ag.addresses, [Cidr::host("10.0.0.1".parse().unwrap())].into());
+        assert!(!c.memberships[&PodKey::new("x", "a")].contains("sel/ns=x/app=web"));
+    }
+
+    #[test]
+    fn egress_to_an_ip_block_on_a_named_port_is_rejected_and_compiled_fail_closed() {
+        let rule = PolicyRule {
+            peers: vec![Peer::IpBlock {
+                cidr: "10.0.0.0/8".parse().unwrap(),
+                except: vec![],
+            }],
+            ports: vec![PortMatch {
+                protocol: Protocol::Tcp,
+                port: PortSpec::Named("http".into()),
+            }],
+        };
+        let c = compile(
+            &cluster(),
+            &[policy(vec![from_web()], vec![rule])],
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        assert!(matches!(c.rejected[0].error, PolicyError::UnsupportedPeer(_)));
+        // Fail closed: the pod is isolated both ways and its policy SG is empty.
+        assert!(c.security_group("np/x/p").unwrap().rules.is_empty());
+        let b = &c.memberships[&PodKey::new("x", "b")];
+        assert!(!b.contains(ALLOW_INGRESS_KEY) && !b.contains(ALLOW_EGRESS_KEY));
+    }
+
+    #[test]
+    fn exceeding_the_rule_quota_is_an_error_not_a_partial_state() {
+        let opts = CompileOptions {
+            quota: Quota {
+                security_group_rules: Some(2),
+                security_groups: None,
+            },
+            ..CompileOptions::default()
+        };
+        let err = compile(&cluster(), &[policy(vec![from_web()], vec![])], &opts).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PolicyError::TooManyRules {
+                    needed: 3,
+                    limit: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let opts = CompileOptions {
+            quota: Quota {
+                security_groups: Some(1),
+                security_group_rules: None,
+            },
+            ..CompileOptions::default()
+        };
+        let err = compile(&cluster(), &[policy(vec![from_web()], vec![])], &opts).unwrap_err();
+        assert!(
+            matches!(err, PolicyError::TooManySecurityGroups { needed: 4, limit: 1 }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn namespace_isolation_needs_pod_cidrs_and_vips_must_lie_in_service_cidrs() {
+        let opts = CompileOptions {
+            namespace_isolation: true,
+            ..CompileOptions::default()
+        };
+        assert!(matches!(
+            compile(&cluster(), &[], &opts),
+            Err(PolicyError::InvalidOptions(_))
+        ));
+        let mut c = cluster();
+        c.services.push(crate::policy::Service {
+            namespace: "x".into(),
+            name: "s".into(),
+            cluster_ip: Some("10.96.0.1".parse().unwrap()),
+            selector: None,
+            ports: Vec::new(),
+        });
+        assert!(matches!(
+            compile(&c, &[], &CompileOptions::default()),
+            Err(PolicyError::InvalidOptions(_))
+        ));
+    }
+
+    #[test]
+    fn pods_behind_one_shared_port_must_need_the_same_groups() {
+        let c = compile(
+            &cluster(),
+            &[policy(vec![from_web()], vec![])],
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        let (a, b) = (PodKey::new("x", "a"), PodKey::new("x", "b"));
+        assert!(matches!(
+            c.shared_port_security_groups([&a, &b]),
+            Err(PolicyError::SharedPortConflict { .. })
+        ));
+        assert_eq!(c.shared_port_security_groups([&a]).unwrap(), c.memberships[&a]);
+    }
+
+    #[test]
+    fn names_are_stable_and_distinct_per_key() {
+        let a = object_name("np", "x-p", "np/x/p");
+        assert_eq!(a, object_name("np", "x-p", "np/x/p"));
+        assert_ne!(a, object_name("np", "x-p", "np/x-p/"));
+        assert!(a.starts_with("kuryr-np-x-p-"));
+    }
+
+    #[test]
+    fn api_form_maps_group_keys_to_ids_and_refuses_unknown_groups() {
+        let rule = Rule {
+            direction: Direction::Ingress,
+            family: Family::V4,
+            protocol: Some(Protocol::Tcp),
+            ports: Some((80, 81)),
+            remote: Remote::Group("sel/x".into()),
+        };
+        let api = rule
+            .to_api(|k| (k == "sel/x").then(|| "uuid-1".to_string()))
+            .unwrap();
+        assert_eq!(api.remote_group_id.as_deref(), Some("uuid-1"));
+        assert_eq!((api.port_range_min, api.port_range_max), (Some(80), Some(81)));
+        assert_eq!(api.protocol.as_deref(), Some("tcp"));
+        assert!(rule.to_api(|_| None).is_none());
     }
 }

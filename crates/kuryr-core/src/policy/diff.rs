@@ -321,3 +321,150 @@ fn to_keys(r: &Rule, sg_keys: &BTreeMap<&str, &str>, ag_keys: &BTreeMap<&str, &s
     };
     Some(Rule { remote, ..r.clone() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::compile::{CompiledPolicy, DesiredSg};
+    use crate::policy::Protocol;
+
+    fn rule(port: u16, remote: Remote) -> Rule {
+        Rule {
+            direction: Direction::Ingress,
+            family: Family::V4,
+            protocol: Some(Protocol::Tcp),
+            ports: Some((port, port)),
+            remote,
+        }
+    }
+
+    fn desired() -> CompiledPolicy {
+        CompiledPolicy {
+            security_groups: vec![
+                DesiredSg {
+                    key: "np/x/p".into(),
+                    name: "kuryr-np-p".into(),
+                    description: String::new(),
+                    rules: [rule(80, Remote::Group("sel/a".into())), rule(81, Remote::Any)].into(),
+                },
+                DesiredSg {
+                    key: "sel/a".into(),
+                    name: "kuryr-sel-a".into(),
+                    description: String::new(),
+                    rules: BTreeSet::new(),
+                },
+            ],
+            memberships: [(
+                PodKey::new("x", "a"),
+                ["np/x/p".to_string(), "sel/a".to_string()].into(),
+            )]
+            .into(),
+            ..CompiledPolicy::default()
+        }
+    }
+
+    #[test]
+    fn from_nothing_groups_are_created_with_one_bulk_call_each_and_defaults_removed() {
+        let current = CurrentState {
+            ports: [(
+                PodKey::new("x", "a"),
+                CurrentPort {
+                    id: "port-a".into(),
+                    security_groups: BTreeSet::new(),
+                },
+            )]
+            .into(),
+            ..CurrentState::default()
+        };
+        let plan = diff(&desired(), &current, &DiffOptions::default());
+        assert_eq!(plan.create_security_groups.len(), 2);
+        assert_eq!(plan.add_rules.len(), 1);
+        assert_eq!(plan.rules_created(), 2);
+        assert_eq!(plan.delete_default_rules.len(), 4);
+        assert_eq!(plan.port_updates.len(), 1);
+        assert_eq!(plan.api_calls(), 2 + 1 + 4 + 1);
+    }
+
+    #[test]
+    fn duplicate_foreign_and_surplus_rules_are_deleted_and_missing_ones_added() {
+        let sg = |id: &str, name: &str, rules: Vec<CurrentRule>| CurrentSg {
+            id: id.into(),
+            name: name.into(),
+            rules,
+        };
+        let cr = |id: &str, r: Rule| CurrentRule {
+            id: id.into(),
+            rule: r,
+        };
+        let current = CurrentState {
+            security_groups: vec![
+                sg(
+                    "sg-p",
+                    "kuryr-np-p",
+                    vec![
+                        cr("r1", rule(80, Remote::Group("sg-a".into()))),
+                        cr("r2", rule(80, Remote::Group("sg-a".into()))),
+                        cr("r3", rule(80, Remote::Group("sg-unknown".into()))),
+                        cr("r4", rule(99, Remote::Any)),
+                    ],
+                ),
+                sg("sg-a", "kuryr-sel-a", vec![]),
+                sg("sg-old", "kuryr-np-old", vec![]),
+            ],
+            ports: [(
+                PodKey::new("x", "a"),
+                CurrentPort {
+                    id: "port-a".into(),
+                    security_groups: ["sg-p".to_string(), "sg-a".to_string()].into(),
+                },
+            )]
+            .into(),
+            ..CurrentState::default()
+        };
+        let plan = diff(&desired(), &current, &DiffOptions::default());
+        assert_eq!(
+            plan.delete_rules,
+            vec!["r2".to_string(), "r3".to_string(), "r4".to_string()]
+        );
+        assert_eq!(plan.add_rules[0].rules, vec![rule(81, Remote::Any)]);
+        assert_eq!(plan.delete_security_groups, vec!["sg-old".to_string()]);
+        assert!(plan.port_updates.is_empty());
+        assert!(plan.create_security_groups.is_empty());
+    }
+
+    #[test]
+    fn a_port_carrying_an_unknown_group_is_updated_to_exactly_the_desired_set() {
+        let current = CurrentState {
+            security_groups: vec![
+                CurrentSg {
+                    id: "sg-p".into(),
+                    name: "kuryr-np-p".into(),
+                    rules: vec![],
+                },
+                CurrentSg {
+                    id: "sg-a".into(),
+                    name: "kuryr-sel-a".into(),
+                    rules: vec![],
+                },
+            ],
+            ports: [(
+                PodKey::new("x", "a"),
+                CurrentPort {
+                    id: "port-a".into(),
+                    security_groups: ["sg-p".to_string(), "sg-a".to_string(), "default".to_string()].into(),
+                },
+            )]
+            .into(),
+            ..CurrentState::default()
+        };
+        let plan = diff(&desired(), &current, &DiffOptions::default());
+        assert_eq!(plan.port_updates.len(), 1);
+        assert_eq!(
+            plan.port_updates[0].security_groups,
+            vec![
+                GroupRef::Existing("sg-p".into()),
+                GroupRef::Existing("sg-a".into())
+            ]
+        );
+    }
+}

@@ -68,6 +68,9 @@ pub enum PolicyError {
     },
     #[error("the compiled policies need {needed} security groups, the quota allows {limit}")]
     TooManySecurityGroups { needed: usize, limit: usize },
+    /// Pods enforced on one shared port (nested-macvlan) need different security groups.
+    #[error("pods {first} and {second} share a port but need different security groups")]
+    SharedPortConflict { first: String, second: String },
     #[error("invalid compile options: {0}")]
     InvalidOptions(String),
 }

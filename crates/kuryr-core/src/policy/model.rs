@@ -404,6 +404,37 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Converts a NetworkPolicy, or, when it is invalid, a stand-in that isolates the pods it means
+    /// to select in the directions it declares and allows nothing — never wider than the author
+    /// asked for. An unparseable podSelector isolates the whole namespace.
+    pub fn from_k8s_or_fail_closed(np: &netv1::NetworkPolicy) -> (Self, Option<PolicyError>) {
+        match Self::from_k8s(np) {
+            Ok(p) => (p, None),
+            Err(e) => {
+                let spec = np.spec.clone().unwrap_or_default();
+                let pod_selector = spec
+                    .pod_selector
+                    .as_ref()
+                    .and_then(|s| LabelSelector::from_k8s(s).ok())
+                    .unwrap_or_default();
+                let types = spec.policy_types.unwrap_or_default();
+                let declared = |t: &str| types.is_empty() || types.iter().any(|x| x == t);
+                let policy = Self {
+                    namespace: np.metadata.namespace.clone().unwrap_or_default(),
+                    name: np.metadata.name.clone().unwrap_or_default(),
+                    pod_selector,
+                    ingress: Vec::new(),
+                    egress: Vec::new(),
+                    isolates_ingress: declared("Ingress"),
+                    isolates_egress: declared("Egress"),
+                };
+                (policy, Some(e))
+            }
+        }
+    }
+}
+
 fn convert_rule(
     namespace: &str,
     peers: Option<&[netv1::NetworkPolicyPeer]>,
@@ -489,5 +520,78 @@ pub fn port_matches(pm: &PortMatch, protocol: Protocol, port: u16, named: Option
         PortSpec::All => true,
         PortSpec::Range(a, b) => (*a..=*b).contains(&port),
         PortSpec::Named(name) => named.and_then(|p| p.resolve_port(name, protocol)) == Some(port),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn np(spec: serde_json::Value) -> netv1::NetworkPolicy {
+        serde_json::from_value(serde_json::json!({"metadata": {"namespace": "x", "name": "p"}, "spec": spec}))
+            .unwrap()
+    }
+
+    #[test]
+    fn policy_types_default_to_ingress_plus_egress_when_egress_rules_exist() {
+        let p = Policy::from_k8s(&np(serde_json::json!({"podSelector": {}}))).unwrap();
+        assert!(p.isolates_ingress && !p.isolates_egress);
+        let p = Policy::from_k8s(&np(serde_json::json!({"podSelector": {}, "egress": [{}]}))).unwrap();
+        assert!(p.isolates_ingress && p.isolates_egress);
+        let p = Policy::from_k8s(&np(
+            serde_json::json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+        ))
+        .unwrap();
+        assert!(!p.isolates_ingress && p.isolates_egress);
+    }
+
+    #[test]
+    fn a_peer_with_only_a_pod_selector_means_the_policy_namespace() {
+        let p = Policy::from_k8s(&np(serde_json::json!({"podSelector": {},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"a": "b"}}}], "ports": [{"port": 80, "endPort": 90}, {"port": "http"}]}]})))
+        .unwrap();
+        assert_eq!(
+            p.ingress[0].peers[0],
+            Peer::Pods {
+                namespaces: NamespaceMatch::Exact("x".into()),
+                pods: LabelSelector::from_labels([("a", "b")])
+            }
+        );
+        assert_eq!(
+            p.ingress[0].ports[0],
+            PortMatch {
+                protocol: Protocol::Tcp,
+                port: PortSpec::Range(80, 90)
+            }
+        );
+        assert_eq!(p.ingress[0].ports[1].port, PortSpec::Named("http".into()));
+    }
+
+    #[test]
+    fn invalid_policies_are_rejected_with_a_reason() {
+        let bad = [
+            serde_json::json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http", "endPort": 90}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"ports": [{"port": 90, "endPort": 80}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"ports": [{"port": 80, "protocol": "ICMP"}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"ports": [{"port": 70000}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"from": [{}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["11.0.0.0/16"]}}]}]}),
+            serde_json::json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.1/8"}}]}]}),
+            serde_json::json!({"podSelector": {}, "policyTypes": ["Sideways"]}),
+        ];
+        for spec in bad {
+            assert!(Policy::from_k8s(&np(spec.clone())).is_err(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_policy_fails_closed_isolating_its_pods() {
+        let (p, err) = Policy::from_k8s_or_fail_closed(&np(serde_json::json!({
+            "podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Egress"],
+            "egress": [{"ports": [{"port": "http", "endPort": 90}]}]})));
+        assert!(err.is_some());
+        assert!(p.isolates_egress && !p.isolates_ingress && p.egress.is_empty());
+        assert_eq!(p.pod_selector, LabelSelector::from_labels([("app", "db")]));
     }
 }
