@@ -401,8 +401,10 @@ fn algorithm(provider: &str) -> &'static str {
     }
 }
 
-fn member_ips(n: usize) -> Vec<String> {
-    let base = fastrand::u8(40..60);
+/// `n` pod-subnet addresses in a random /24 out of `range` (callers use disjoint ranges, so a batch never
+/// names one address twice: Octavia refuses that with 400).
+fn member_ips(n: usize, range: std::ops::Range<u8>) -> Vec<String> {
+    let base = fastrand::u8(range);
     (0..n).map(|i| format!("198.18.{base}.{}", 10 + i)).collect()
 }
 
@@ -410,7 +412,7 @@ async fn fully_populated(x: &Ctx, provider: &str) -> anyhow::Result<LoadBalancer
     let b = &x.b;
     let subnet = &b.pod_subnet_id;
     let mut pool = CreatePool::new(b.name("pool-80"), "TCP", algorithm(provider));
-    pool.members = member_ips(2)
+    pool.members = member_ips(2, 40..50)
         .into_iter()
         .map(|ip| CreateMember::new(ip, 8080).on_subnet(subnet))
         .collect();
@@ -418,6 +420,12 @@ async fn fully_populated(x: &Ctx, provider: &str) -> anyhow::Result<LoadBalancer
     let req = CreateLoadBalancer {
         name: b.name(&format!("lb-{provider}")),
         vip_subnet_id: Some(b.service_subnet_id.clone()),
+        // A Service's clusterIP is its VIP (the service subnet is the cluster IP range).
+        vip_address: Some(format!(
+            "198.19.{}.{}",
+            fastrand::u8(200..250),
+            fastrand::u8(2..250)
+        )),
         provider: Some(provider.to_owned()),
         tags: b.owner("service").tags()?,
         listeners: vec![CreateListener::new(b.name("l-80"), "TCP", 80).with_pool(pool)],
@@ -425,6 +433,12 @@ async fn fully_populated(x: &Ctx, provider: &str) -> anyhow::Result<LoadBalancer
     };
     let lb = loadbalancers::create(&b.cloud, &req).await?;
     x.c.push(Item::LoadBalancer(lb.id.clone()));
+    ensure!(
+        req.vip_address.as_deref() == Some(lb.vip_address.as_str()),
+        "VIP {} asked {:?}",
+        lb.vip_address,
+        req.vip_address
+    );
     Ok(lb)
 }
 
@@ -463,7 +477,7 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
     let pool_id = p.node.id.clone();
     let old = members::list(cloud, &pool_id).await?;
     let kept = old.first().context("no members")?.address.clone();
-    let mut want: Vec<String> = member_ips(2);
+    let mut want: Vec<String> = member_ips(2, 50..60);
     want.push(kept.clone());
     let body: Vec<_> = want
         .iter()
@@ -540,7 +554,7 @@ pub async fn lb_same_port_tcp_and_udp(x: Ctx) -> anyhow::Result<()> {
                 let mut pool =
                     CreatePool::new(b.name(&format!("pool-53-{proto}")), *proto, algorithm(provider));
                 pool.members =
-                    vec![CreateMember::new(member_ips(1).remove(0), 53).on_subnet(&b.pod_subnet_id)];
+                    vec![CreateMember::new(member_ips(1, 60..70).remove(0), 53).on_subnet(&b.pod_subnet_id)];
                 CreateListener::new(b.name(&format!("l-53-{proto}")), *proto, 53).with_pool(pool)
             })
             .collect();
