@@ -681,38 +681,52 @@ fn hundred_pods() -> (Cluster, Vec<Policy>) {
     (c, policies)
 }
 
-/// Upstream's scheme: one rule per (policy rule, peer pod IP or CIDR, port).
-fn upstream_rule_count(c: &Cluster, policies: &[Policy]) -> usize {
-    let mut n = 0;
+/// Upstream's scheme: one rule per (policy rule, peer pod IP or CIDR, port), deduplicated; as a set
+/// so that the rule calls a change costs there can be counted too.
+fn upstream_rules(c: &Cluster, policies: &[Policy]) -> BTreeSet<(String, String, String, usize)> {
+    let mut out = BTreeSet::new();
     for p in policies {
-        let rules = p
+        let ingress = p
             .ingress
             .iter()
+            .enumerate()
             .filter(|_| p.isolates_ingress)
-            .chain(p.egress.iter().filter(|_| p.isolates_egress));
-        for r in rules {
-            let peers: usize = if r.peers.is_empty() {
-                1
-            } else {
-                r.peers
-                    .iter()
-                    .map(|peer| match peer {
-                        Peer::Pods { namespaces, pods } => c
-                            .pods
+            .map(|(i, r)| (format!("in{i}"), r));
+        let egress = p
+            .egress
+            .iter()
+            .enumerate()
+            .filter(|_| p.isolates_egress)
+            .map(|(i, r)| (format!("eg{i}"), r));
+        for (ri, r) in ingress.chain(egress) {
+            let mut peers = Vec::new();
+            if r.peers.is_empty() {
+                peers.push("any".to_string());
+            }
+            for peer in &r.peers {
+                match peer {
+                    Peer::Pods { namespaces, pods } => peers.extend(
+                        c.pods
                             .iter()
                             .filter(|x| {
                                 namespaces.matches(&x.namespace, &c.namespace_labels(&x.namespace))
                                     && pods.matches(&x.labels)
                             })
-                            .count(),
-                        Peer::IpBlock { cidr, except } => cidr.subtract(except).len(),
-                    })
-                    .sum()
-            };
-            n += peers * r.ports.len().max(1);
+                            .map(|x| x.ip.to_string()),
+                    ),
+                    Peer::IpBlock { cidr, except } => {
+                        peers.extend(cidr.subtract(except).iter().map(|c| c.to_string()))
+                    }
+                }
+            }
+            for peer in peers {
+                for port in 0..r.ports.len().max(1) {
+                    out.insert((p.key().to_string(), ri.clone(), peer.clone(), port));
+                }
+            }
         }
     }
-    n
+    out
 }
 
 fn describe(plan: &Plan) -> String {
@@ -752,13 +766,29 @@ fn a_hundred_pods_and_twenty_policies_need_rules_bounded_by_selectors_not_pods()
     let mut neutron = FakeNeutron::with_ports(&c);
     let initial = diff(&compiled, &neutron.state, &d);
     neutron.apply(&initial, &d);
-    let upstream = upstream_rule_count(&c, &policies);
+    let upstream = upstream_rules(&c, &policies).len();
     let sgs = compiled.security_groups.len();
     let rules = compiled.rule_count();
+    let kinds = |prefix: &str| {
+        compiled
+            .security_groups
+            .iter()
+            .filter(|s| s.key.starts_with(prefix))
+            .count()
+    };
+    let variants = compiled
+        .security_groups
+        .iter()
+        .filter(|s| s.key.starts_with("np/") && s.key.matches('/').count() > 2)
+        .count();
     println!(
-        "100 pods x 20 policies: {sgs} security groups, {rules} rules (upstream scheme: {upstream} rules), {} narrowings",
+        "100 pods x 20 policies: {sgs} security groups ({} policy, {variants} named-port variants, {} selector groups, {} permissive), {rules} rules (upstream scheme: {upstream} rules), {} narrowings",
+        kinds("np/") - variants,
+        kinds("sel/"),
+        kinds("allow/"),
         compiled.narrowings.len()
     );
+    let upstream_before = upstream_rules(&c, &policies);
     println!("  from scratch: {}", describe(&initial));
 
     // One pod changes labels (api -> web): only its port changes.
@@ -775,7 +805,12 @@ fn a_hundred_pods_and_twenty_policies_need_rules_bounded_by_selectors_not_pods()
     }];
     let relabelled = compile(&c, &policies, &opts).unwrap();
     let plan = diff(&relabelled, &neutron.state, &d);
-    println!("  one pod label change: {}", describe(&plan));
+    let upstream_after = upstream_rules(&c, &policies);
+    println!(
+        "  one pod label change: {} (upstream scheme: {} rule calls + 1 port update)",
+        describe(&plan),
+        upstream_before.symmetric_difference(&upstream_after).count()
+    );
     assert_eq!(plan.port_updates.len(), 1);
     assert_eq!(plan.api_calls(), 1, "{plan:#?}");
     neutron.apply(&plan, &d);
@@ -802,10 +837,16 @@ fn a_hundred_pods_and_twenty_policies_need_rules_bounded_by_selectors_not_pods()
     let extra: Vec<Pod> = big
         .pods
         .iter()
-        .map(|p| Pod {
-            name: format!("{}-b", p.name),
-            ip: p.ip.to_string().replace(".0.", ".1.").parse().unwrap(),
-            ..p.clone()
+        .map(|p| {
+            let IpAddr::V4(a) = p.ip else {
+                unreachable!("IPv4 only")
+            };
+            let [o0, o1, _, o3] = a.octets();
+            Pod {
+                name: format!("{}-b", p.name),
+                ip: std::net::Ipv4Addr::new(o0, o1, 1, o3).into(),
+                ..p.clone()
+            }
         })
         .collect();
     big.pods.extend(extra);
@@ -814,7 +855,7 @@ fn a_hundred_pods_and_twenty_policies_need_rules_bounded_by_selectors_not_pods()
         "200 pods x 20 policies: {} security groups, {} rules (upstream scheme: {} rules)",
         doubled.security_groups.len(),
         doubled.rule_count(),
-        upstream_rule_count(&big, &policies)
+        upstream_rules(&big, &policies).len()
     );
     assert_eq!(doubled.rule_count(), rules);
     assert!(rules * 5 < upstream, "{rules} vs upstream {upstream}");
