@@ -415,14 +415,12 @@ impl<'a> Builder<'a> {
     }
 
     /// Egress to "anywhere" or to an ipBlock must not include Service VIPs: Kubernetes applies
-    /// egress policy after DNAT, so VIPs are opened per Service in [`Builder::services`].
+    /// egress policy after DNAT, so VIPs are opened per Service in [`Builder::services`]. Always
+    /// prefixes, never `Any`: `0.0.0.0/0` must not become "any family".
     fn prefixes(&self, cidr: &Cidr, except: &[Cidr], direction: Direction) -> Vec<Remote> {
         let mut except = except.to_vec();
         if direction == Direction::Egress {
             except.extend(self.opts.service_cidrs.iter().copied());
-        }
-        if except.is_empty() && cidr.prefix_len() == 0 {
-            return vec![Remote::Any];
         }
         cidr.subtract(&except).into_iter().map(Remote::Prefix).collect()
     }
