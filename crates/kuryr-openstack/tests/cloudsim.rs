@@ -427,3 +427,51 @@ async fn lists_follow_next_links_across_pages() {
     assert_eq!(names.len(), 5, "{names:?}");
     assert_eq!(env.sim.calls_matching("neutron.networks.list").len(), 3);
 }
+
+#[tokio::test]
+async fn token_auth_type_and_call_observer() {
+    use secrecy::ExposeSecret;
+    use std::sync::{Arc, Mutex};
+
+    let env = start(Profile::zero()).await;
+    let token = env.cloud("sim").await.credentials().token.clone().unwrap();
+    let yaml = format!(
+        "clouds:\n  sim-token:\n    auth_type: token\n    auth:\n      auth_url: {}/v3\n      token: {}\n      project_name: service\n      project_domain_name: Default\n",
+        env.sim.url(),
+        token.expose_secret()
+    );
+    let path = env.clouds_yaml.with_file_name("token.yaml");
+    std::fs::write(&path, yaml).unwrap();
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, u16, u32)>>);
+    impl kuryr_openstack::CallObserver for Seen {
+        fn observe(&self, c: &kuryr_openstack::CallRecord<'_>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((c.op.to_owned(), c.status, c.attempt));
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let cfg = kuryr_openstack::ClientConfig::clouds_yaml(Some(path), "sim-token")
+        .with_rate_limit(RateLimit::unlimited())
+        .with_retry(fast_retry());
+    let cloud = Cloud::connect_with_observer(cfg, Some(seen.clone()))
+        .await
+        .unwrap();
+    env.sim.add_fault(FaultRule {
+        op: "neutron.networks.list".into(),
+        count: Some(1),
+        status: Some(502),
+        ..FaultRule::default()
+    });
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    assert_eq!(
+        *seen.0.lock().unwrap(),
+        vec![
+            ("neutron.networks.list".to_owned(), 502, 1),
+            ("neutron.networks.list".to_owned(), 200, 2)
+        ]
+    );
+}
