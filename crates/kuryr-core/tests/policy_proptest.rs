@@ -217,6 +217,7 @@ fn arb_options() -> impl Strategy<Value = CompileOptions> {
             },
             pod_cidrs: vec!["10.0.0.0/16".parse().unwrap()],
             service_cidrs: vec!["10.96.0.0/12".parse().unwrap()],
+            node_cidrs: vec!["100.64.0.0/24".parse().unwrap()],
             ..CompileOptions::default()
         })
 }
@@ -231,8 +232,14 @@ const PROBES: [(Protocol, u16); 4] = [
 fn endpoints(c: &Cluster) -> Vec<Endpoint> {
     let mut v: Vec<Endpoint> = c.pods.iter().map(|p| Endpoint::Pod(p.key())).collect();
     // Outside addresses (IPv4 and IPv6), one inside the pod range that is no pod, one in the
-    // Service range.
-    for ip in ["198.51.100.10", "10.0.9.9", "10.96.0.77", "2001:db8:1::1"] {
+    // Service range, a worker node.
+    for ip in [
+        "198.51.100.10",
+        "10.0.9.9",
+        "10.96.0.77",
+        "2001:db8:1::1",
+        "100.64.0.5",
+    ] {
         v.push(Endpoint::External(ip.parse().unwrap()));
     }
     v

@@ -16,7 +16,8 @@ use kuryr_core::policy::{
 };
 use serde_json::{json, Value};
 
-const EXTERNAL: [&str; 2] = ["198.51.100.10", "203.0.113.10"];
+/// Two outside addresses and a worker node (kubelet probes come from there).
+const EXTERNAL: [&str; 3] = ["198.51.100.10", "203.0.113.10", "100.64.0.5"];
 const PROBES: [(Protocol, u16); 7] = [
     (Protocol::Tcp, 80),
     (Protocol::Tcp, 81),
@@ -114,6 +115,7 @@ fn options(mode: &str) -> CompileOptions {
     let mut o = CompileOptions {
         pod_cidrs: vec!["10.0.0.0/16".parse().unwrap()],
         service_cidrs: vec!["10.96.0.0/12".parse().unwrap()],
+        node_cidrs: vec!["100.64.0.0/24".parse().unwrap()],
         ..CompileOptions::default()
     };
     match mode {
@@ -267,6 +269,8 @@ fn cases() -> Vec<Case> {
                 ("y/a", "x/a", Tcp, 80, false),
                 ("x/a", "y/a", Tcp, 80, true),
                 ("x/a", "x/a", Tcp, 80, true),
+                // The node's kubelet probes still get through.
+                ("100.64.0.5", "x/a", Tcp, 80, true),
             ],
         ),
         case(

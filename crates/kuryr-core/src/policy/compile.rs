@@ -18,6 +18,8 @@ use super::{stable_hash, CompileOptions, PeerMode, PolicyError};
 pub const ALLOW_INGRESS_KEY: &str = "allow/ingress";
 /// Key of the permissive egress SG.
 pub const ALLOW_EGRESS_KEY: &str = "allow/egress";
+/// Key of the SG letting worker nodes reach ingress-isolated pods.
+pub const ALLOW_FROM_NODES_KEY: &str = "allow/from-nodes";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Direction {
@@ -626,8 +628,18 @@ impl<'a> Builder<'a> {
     fn permissive(&mut self) {
         let all: Vec<Remote> = vec![Remote::Any];
         let cluster = self.cluster;
+        let nodes: Vec<Remote> = self.opts.node_cidrs.iter().copied().map(Remote::Prefix).collect();
         for pod in &cluster.pods {
             let k = pod.key();
+            if self.ingress_isolated.contains(&k) && !nodes.is_empty() {
+                self.sg(
+                    ALLOW_FROM_NODES_KEY,
+                    "kuryr-allow-from-nodes".into(),
+                    "worker nodes (probes)".into(),
+                );
+                self.add_rules(ALLOW_FROM_NODES_KEY, Direction::Ingress, &nodes, &[(None, None)]);
+                self.attach(k.clone(), ALLOW_FROM_NODES_KEY);
+            }
             if !self.ingress_isolated.contains(&k) {
                 if self.opts.namespace_isolation {
                     let key = format!("nsiso/{}", pod.namespace);

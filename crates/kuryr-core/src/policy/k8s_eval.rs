@@ -14,6 +14,7 @@ pub struct K8sEvaluator<'a> {
     policies: &'a [Policy],
     /// `Some(pod CIDRs)` when namespace isolation is on.
     namespace_isolation: Option<&'a [Cidr]>,
+    node_cidrs: &'a [Cidr],
 }
 
 /// Whether `peer` matches endpoint `ep` (pod peers match pods only; ipBlocks match any address).
@@ -62,6 +63,7 @@ impl<'a> K8sEvaluator<'a> {
             cluster,
             policies,
             namespace_isolation: opts.namespace_isolation.then_some(opts.pod_cidrs.as_slice()),
+            node_cidrs: &opts.node_cidrs,
         }
     }
 
@@ -97,6 +99,13 @@ impl<'a> K8sEvaluator<'a> {
         let Some(dst_pod) = self.pod_of(dst) else {
             return true;
         };
+        // "Pods cannot block access from their resident node" (NetworkPolicy docs); we extend it
+        // to every worker node, as upstream did.
+        if let Endpoint::External(ip) = src {
+            if self.node_cidrs.iter().any(|c| c.contains(ip)) {
+                return true;
+            }
+        }
         let mut isolating = self
             .policies
             .iter()

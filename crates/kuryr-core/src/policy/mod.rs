@@ -109,6 +109,10 @@ pub struct CompileOptions {
     /// exclude them: Kubernetes matches egress after DNAT, so a VIP inside such a rule must not open
     /// the Service; Service access is granted per Service instead.
     pub service_cidrs: Vec<Cidr>,
+    /// Worker node addresses. Kubernetes doesn't let a pod block its node (kubelet probes), so
+    /// ingress-isolated pods still accept these, through the shared `allow/from-nodes` group
+    /// (upstream allowed `worker_nodes_subnets` likewise).
+    pub node_cidrs: Vec<Cidr>,
     pub quota: Quota,
 }
 
@@ -120,6 +124,7 @@ impl Default for CompileOptions {
             namespace_isolation: false,
             pod_cidrs: Vec::new(),
             service_cidrs: Vec::new(),
+            node_cidrs: Vec::new(),
             quota: Quota::default(),
         }
     }
