@@ -144,6 +144,8 @@ pub(crate) struct Keystone {
     /// Single-flight for logins: concurrent 401s or renewals wait for one login.
     login: tokio::sync::Mutex<()>,
     margin: Duration,
+    /// After a failed early renewal, no new attempt before this (calls go on with the still-valid token).
+    renew_after: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Reads the SDK's cloud config for an auth source.
@@ -259,6 +261,7 @@ impl Session {
             current: RwLock::new(Arc::new(creds)),
             login: tokio::sync::Mutex::new(()),
             margin,
+            renew_after: std::sync::Mutex::new(None),
         })))
     }
 
@@ -268,9 +271,17 @@ impl Session {
             Session::NoAuth(c) => Ok((c.clone(), false)),
             Session::Keystone(k) => {
                 let cur = k.snapshot();
-                if cur.needs_renewal(Utc::now(), k.margin) {
-                    let renewed = k.relogin(cur.generation).await?;
-                    return Ok((k.snapshot(), renewed));
+                let expired = cur.expires_at.is_some_and(|exp| exp <= Utc::now());
+                if cur.needs_renewal(Utc::now(), k.margin) && (expired || k.may_renew_early()) {
+                    match k.relogin(cur.generation).await {
+                        Ok(renewed) => return Ok((k.snapshot(), renewed)),
+                        // Keystone briefly away: the old token still works until it expires.
+                        Err(e) if !expired => {
+                            tracing::warn!(error = %e, "early token renewal failed; using the current token");
+                            k.hold_early_renewal(Duration::from_secs(2));
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Ok((cur, false))
             }
@@ -294,6 +305,15 @@ impl Session {
 }
 
 impl Keystone {
+    fn may_renew_early(&self) -> bool {
+        let at = *self.renew_after.lock().unwrap_or_else(|p| p.into_inner());
+        at.is_none_or(|t| std::time::Instant::now() >= t)
+    }
+
+    fn hold_early_renewal(&self, d: Duration) {
+        *self.renew_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now() + d);
+    }
+
     fn snapshot(&self) -> Arc<Credentials> {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

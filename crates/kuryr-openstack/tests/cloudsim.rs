@@ -475,3 +475,33 @@ async fn token_auth_type_and_call_observer() {
         ]
     );
 }
+
+#[tokio::test]
+async fn failed_early_renewal_keeps_using_the_valid_token() {
+    let mut p = Profile::zero();
+    p.keystone.token_ttl_s = 4;
+    let env = start(p).await;
+    let cloud = env.cloud("sim").await;
+    let gen0 = cloud.credentials().generation;
+    env.sim.add_fault(FaultRule {
+        op: "keystone.tokens.issue".into(),
+        count: Some(1),
+        status: Some(503),
+        ..FaultRule::default()
+    });
+    // Inside the last quarter of the token's life: renewal is due, Keystone fails it once.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    assert_eq!(cloud.credentials().generation, gen0);
+    assert_eq!(
+        env.sim
+            .calls_matching("keystone.tokens.issue")
+            .last()
+            .map(|c| c.status),
+        Some(503)
+    );
+    // Past expiry the renewal is forced and now succeeds.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    assert_eq!(cloud.credentials().generation, gen0 + 1);
+}
