@@ -752,8 +752,11 @@ fn upstream_rules(c: &Cluster, policies: &[Policy]) -> BTreeSet<(String, String,
 
 fn describe(plan: &Plan) -> String {
     format!(
-        "{} calls (SG creates {}, bulk rule creates {} carrying {} rules, default-rule deletes {}, port updates {}, rule deletes {}, SG deletes {})",
+        "{} calls (AG creates {}, address adds {}, address removes {}, SG creates {}, bulk rule creates {} carrying {} rules, default-rule deletes {}, port updates {}, rule deletes {}, SG deletes {})",
         plan.api_calls(),
+        plan.create_address_groups.len(),
+        plan.add_addresses.len(),
+        plan.remove_addresses.len(),
         plan.create_security_groups.len(),
         plan.add_rules.len(),
         plan.rules_created(),
@@ -880,4 +883,41 @@ fn a_hundred_pods_and_twenty_policies_need_rules_bounded_by_selectors_not_pods()
     );
     assert_eq!(doubled.rule_count(), rules);
     assert!(rules * 5 < upstream, "{rules} vs upstream {upstream}");
+}
+
+#[test]
+fn in_address_group_mode_a_label_change_costs_address_group_updates_not_rules() {
+    let (mut c, policies) = hundred_pods();
+    let opts = CompileOptions {
+        peer_mode: PeerMode::AddressGroups,
+        service_cidrs: vec!["10.96.0.0/12".parse().unwrap()],
+        ..CompileOptions::default()
+    };
+    let d = DiffOptions::default();
+    let compiled = compile(&c, &policies, &opts).unwrap();
+    let mut neutron = FakeNeutron::with_ports(&c);
+    let initial = diff(&compiled, &neutron.state, &d);
+    neutron.apply(&initial, &d);
+    println!(
+        "address groups, 100 pods x 20 policies: {} security groups, {} address groups, {} rules",
+        compiled.security_groups.len(),
+        compiled.address_groups.len(),
+        compiled.rule_count()
+    );
+    println!("  from scratch: {}", describe(&initial));
+    let pod = c
+        .pods
+        .iter_mut()
+        .find(|p| p.name == "api-9" && p.namespace == "team-0")
+        .unwrap();
+    pod.labels.insert("app".into(), "web".into());
+    pod.ports = vec![NamedPort {
+        name: "http".into(),
+        protocol: Protocol::Tcp,
+        port: 80,
+    }];
+    let plan = diff(&compile(&c, &policies, &opts).unwrap(), &neutron.state, &d);
+    println!("  one pod label change: {}", describe(&plan));
+    assert_eq!(plan.rules_created() + plan.delete_rules.len(), 0);
+    assert!(plan.api_calls() <= 8, "{plan:#?}");
 }
