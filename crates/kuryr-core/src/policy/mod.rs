@@ -11,7 +11,8 @@
 //!   Service VIPs; named ingress ports add one SG per resolved (protocol, port);
 //! - **permissive SGs** (`kuryr-allow-all-ingress`, `kuryr-allow-all-egress`) for pods no policy isolates
 //!   in that direction (Neutron has no deny rules: isolating a pod means leaving those out), or, with
-//!   namespace isolation on, a per-namespace SG instead of the ingress one.
+//!   namespace isolation on, a per-namespace SG instead of the ingress one; ingress-isolated pods
+//!   also get `kuryr-allow-from-nodes` (kubelet probes), when node CIDRs are configured.
 //!
 //! Rule count is bounded by the policies' text and the distinct named-port numbers, never by pods:
 //! a pod appearing or changing labels changes memberships (one port update), not rules.
