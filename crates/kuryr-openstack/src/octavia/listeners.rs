@@ -118,3 +118,35 @@ pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
         )
         .await
 }
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct UpdateListener {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_pool_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_client_data: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_member_data: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_limit: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_cidrs: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// `PUT /lbaas/listeners/{id}` (e.g. the per-Service timeout annotations). The LB goes PENDING_UPDATE.
+pub async fn update(cloud: &Cloud, id: &str, req: &UpdateListener) -> Result<Listener> {
+    cloud
+        .send_one(
+            Service::LoadBalancer,
+            "octavia.listeners.update",
+            Method::PUT,
+            format!("lbaas/listeners/{id}"),
+            "listener",
+            req,
+        )
+        .await
+}

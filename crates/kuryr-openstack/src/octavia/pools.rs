@@ -120,3 +120,29 @@ pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
         )
         .await
 }
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct UpdatePool {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lb_algorithm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_persistence: Option<SessionPersistence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// `PUT /lbaas/pools/{id}` (e.g. sessionAffinity: ClientIP -> SOURCE_IP persistence).
+pub async fn update(cloud: &Cloud, id: &str, req: &UpdatePool) -> Result<Pool> {
+    cloud
+        .send_one(
+            Service::LoadBalancer,
+            "octavia.pools.update",
+            Method::PUT,
+            format!("lbaas/pools/{id}"),
+            "pool",
+            req,
+        )
+        .await
+}

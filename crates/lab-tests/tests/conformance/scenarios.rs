@@ -473,6 +473,16 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
         "VIP port {vip_port} missing in Neutron"
     );
 
+    // Listener update (the per-Service timeout annotations); both providers take it.
+    let upd = listeners::UpdateListener {
+        timeout_client_data: Some(120_000),
+        ..listeners::UpdateListener::default()
+    };
+    listeners::update(cloud, &l.node.id, &upd).await?;
+    waiter::wait_lb_active(cloud, &lb.id, &b.wait()).await?;
+    let got = listeners::get(cloud, &l.node.id).await?;
+    ensure!(got.timeout_client_data == Some(120_000), "{got:?}");
+
     // Batch replace: one kept, one dropped, two new.
     let pool_id = p.node.id.clone();
     let old = members::list(cloud, &pool_id).await?;
