@@ -37,21 +37,26 @@ r2=/usr/share/gocode/src/github.com/modern-go/reflect2
 [ -d "$r2" ] || die "golang-github-modern-go-reflect2-dev is not installed"
 rm -rf "$tree/vendor/github.com/modern-go/reflect2"; mkdir -p "$tree/vendor/github.com/modern-go/reflect2"
 cp "$r2"/*.go "$r2"/*.s "$tree/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$r2"/*.go "$tree/vendor/github.com/modern-go/reflect2/"
-# go-openapi/validate compares two reflect.Value structs with DeepEqual to spot "zero" data. Under Go >= 1.19 that
+# go-openapi/validate (and kube-openapi's fork of it, which CRD validation uses) compares two reflect.Value structs with DeepEqual to spot "zero" data. Under Go >= 1.19 that
 # is true for "" (reflect.Zero shares one zero buffer), so custom resources' empty strings were refused as null
 # ("spec.x in body must be of type string: null"); built with the Go 1.15 of its day the check only ever
 # matched nil, which is what it is reduced to here.
-tv="$tree/vendor/github.com/go-openapi/validate/type.go"
-grep -q 'if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {' "$tv" \
-  || die "go-openapi/validate changed: the empty-string patch no longer applies"
-sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$tv"
+for tv in "$tree/vendor/github.com/go-openapi/validate/type.go" "$tree/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go"; do
+  grep -q 'if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {' "$tv" \
+    || die "$tv changed: the empty-string patch no longer applies"
+  sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$tv"
+done
 # kubelet: never rewrite the machine's global sysctls (kernel.panic, vm.overcommit_memory...): with
 # --protect-kernel-defaults a mismatch becomes a warning instead of a fatal error.
 f="$tree/pkg/kubelet/cm/container_manager_linux.go"
 grep -q 'b = KernelTunableError' "$f" || die "kubelet source changed: kernel-tunables patch no longer applies"
 sed -i 's/b = KernelTunableError/b = KernelTunableWarn/' "$f"
 log "building $want (go $(go version | awk '{print $3}')); log: $work/build.log"
-( cd "$tree" && HOME="$work/home" GOPROXY=off GOFLAGS=-mod=vendor GOCACHE="$LAB_CACHE/go-build-cache" \
+# Kubernetes' build sets GOCACHE=_output/local/go/cache itself: point that at a cache that outlives the tree, so a
+# rebuild after a new patch recompiles only what the patch touched.
+mkdir -p "$tree/_output/local/go" "$LAB_CACHE/go-build-cache"
+ln -sfn "$LAB_CACHE/go-build-cache" "$tree/_output/local/go/cache"
+( cd "$tree" && HOME="$work/home" GOPROXY=off GOFLAGS=-mod=vendor \
     make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet" KUBE_BUILD_PLATFORMS=linux/amd64 ) \
   >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; die "kubernetes build failed"; }
 mkdir -p "$out.tmp"

@@ -6,7 +6,7 @@ REPO_DIR=$(cd "$LAB_DIR/.." && pwd)
 LAB_STATE=${KURYR_LAB_STATE:-/var/lib/kuryr-lab}
 LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
 KUBE_VERSION=1.20.2
-KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab3/bin}
+KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab4/bin}
 LAB_VMS=${KURYR_LAB_VMS:-3}
 # Lab option: auth for Neutron/Octavia. keystone (default, as every real cloud) or noauth.
 LAB_AUTH=${KURYR_LAB_AUTH:-keystone}
@@ -52,7 +52,17 @@ fail_component() {
 }
 
 pidfile() { echo "$LAB_STATE/pids/$1.pid"; }
-running() { local f; f=$(pidfile "$1"); [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+starttime() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null; }
+# ours NAME: the pid recorded for NAME is alive AND is the process the lab started (after a reboot or a killed
+# session a stale pid may belong to someone else: never signal that one). Processes started by `start` have their
+# start time recorded; daemons that write their own pidfile (OVS, OVN) carry the state dir in their command line.
+ours() {
+  local f pid; f=$(pidfile "$1"); [ -f "$f" ] || return 1
+  pid=$(cat "$f"); kill -0 "$pid" 2>/dev/null || return 1
+  if [ -f "$f.start" ]; then [ "$(starttime "$pid")" = "$(cat "$f.start")" ]
+  else tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$LAB_STATE"; fi
+}
+running() { ours "$1"; }
 
 # start NAME LOGFILE CMD...: start CMD in its own session (so 'down' can kill its whole group), record its pid.
 start() {
@@ -60,4 +70,5 @@ start() {
   mkdir -p "$LAB_STATE/pids" "$(dirname "$logf")"
   setsid "$@" >"$logf" 2>&1 </dev/null &
   echo $! >"$(pidfile "$name")"
+  starttime $! >"$(pidfile "$name").start"
 }

@@ -11,12 +11,12 @@ stop_group() { # NAME... : TERM every recorded process group, wait <= 5 s, KILL 
     local f; f=$(pidfile "$n")
     [ -f "$f" ] || continue
     pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
+    if ours "$n"; then
       pids+=("$pid")
       # the group if the process leads one (started with setsid), else the process alone
       if [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ]; then kill -TERM -- "-$pid" 2>/dev/null; else kill -TERM "$pid" 2>/dev/null; fi
     fi
-    rm -f "$f"
+    rm -f "$f" "$f.start"
   done
   for ((i = 0; i < 50; i++)); do
     alive=0; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
