@@ -144,13 +144,12 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
     octavia_providers:["ovn","amphora"], vms:$vms}' >"$S/lab.json.tmp"
 mv "$S/lab.json.tmp" "$S/lab.json"
 
-cat >"$S/clouds.yaml" <<EOC
-# Written by lab/lab up. OS_CLIENT_CONFIG_FILE=$S/clouds.yaml OS_CLOUD=kuryr-lab
-clouds:
-  kuryr-lab:
+password_cloud() { # NAME KEYSTONE_URL: a clouds.yaml entry for the kuryr user
+  cat <<EOC
+  $1:
     auth_type: password
     auth:
-      auth_url: http://127.0.0.1:$P_KEYSTONE/v3
+      auth_url: $2
       username: kuryr
       password: $ADMIN_PASSWORD
       project_name: $LAB_PROJECT
@@ -159,24 +158,20 @@ clouds:
     region_name: $LAB_REGION
     interface: public
     identity_api_version: 3
+EOC
+}
+{
+  echo "# Written by lab/lab up. OS_CLIENT_CONFIG_FILE=$S/clouds.yaml OS_CLOUD=kuryr-lab"
+  echo "clouds:"
+  password_cloud kuryr-lab "http://127.0.0.1:$P_KEYSTONE/v3"
+  password_cloud kuryr-lab-short-token "http://127.0.0.1:$P_KEYSTONE_SHORT/v3"
+  cat <<EOC
   kuryr-lab-appcred:
     auth_type: v3applicationcredential
     auth:
       auth_url: http://127.0.0.1:$P_KEYSTONE/v3
       application_credential_id: ${APPCRED_ID:-none}
       application_credential_secret: ${APPCRED_SECRET:-none}
-    region_name: $LAB_REGION
-    interface: public
-    identity_api_version: 3
-  kuryr-lab-short-token:
-    auth_type: password
-    auth:
-      auth_url: http://127.0.0.1:$P_KEYSTONE_SHORT/v3
-      username: kuryr
-      password: $ADMIN_PASSWORD
-      project_name: $LAB_PROJECT
-      user_domain_id: default
-      project_domain_id: default
     region_name: $LAB_REGION
     interface: public
     identity_api_version: 3
@@ -187,5 +182,7 @@ clouds:
     network_endpoint_override: http://127.0.0.1:$P_NEUTRON
     load_balancer_endpoint_override: http://127.0.0.1:$P_OCTAVIA
 EOC
+} >"$S/clouds.yaml.tmp"
+mv "$S/clouds.yaml.tmp" "$S/clouds.yaml"
 chmod 600 "$S/clouds.yaml"
 log "bootstrap done ($(since "$t0")s)"

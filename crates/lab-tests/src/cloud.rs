@@ -151,6 +151,29 @@ impl Cloud {
     }
 }
 
+impl Cloud {
+    /// Cascade-deletes a load balancer and waits until both it and its Neutron VIP port are gone: a VIP port
+    /// that outlives its LB is a leak.
+    pub async fn delete_lb_and_wait(&self, lb_id: &str, vip_port_id: &str) -> anyhow::Result<()> {
+        self.delete(&format!("{}/loadbalancers/{lb_id}?cascade=true", self.octavia))
+            .await?;
+        self.wait_for(
+            &format!("{}/loadbalancers/{lb_id}", self.octavia),
+            Duration::from_secs(90),
+            |s, b| s == 404 || b["loadbalancer"]["provisioning_status"] == "DELETED",
+        )
+        .await?;
+        self.wait_for(
+            &format!("{}/ports/{vip_port_id}", self.neutron),
+            Duration::from_secs(30),
+            |s, _| s == 404,
+        )
+        .await
+        .context("the VIP port outlived its load balancer")?;
+        Ok(())
+    }
+}
+
 /// Every `provisioning_status` found anywhere in a JSON document.
 pub fn provisioning_states(v: &Value) -> Vec<String> {
     let mut out = Vec::new();

@@ -161,26 +161,7 @@ async fn ovn_load_balancer_answers_http_on_its_vip_from_a_third_vm() {
     }
     .await;
     drop(servers);
-    cloud
-        .delete(&format!("{}/loadbalancers/{lb_id}?cascade=true", cloud.octavia))
-        .await
-        .unwrap();
-    cloud
-        .wait_for(
-            &format!("{}/loadbalancers/{lb_id}", cloud.octavia),
-            Duration::from_secs(60),
-            |s, b| s == 404 || b["loadbalancer"]["provisioning_status"] == "DELETED",
-        )
-        .await
-        .unwrap();
-    cloud
-        .wait_for(
-            &format!("{}/ports/{vip_port}", cloud.neutron),
-            Duration::from_secs(30),
-            |s, _| s == 404,
-        )
-        .await
-        .expect("the VIP port outlived its load balancer");
+    cloud.delete_lb_and_wait(&lb_id, &vip_port).await.unwrap();
     let seen = result.unwrap();
     assert_eq!(
         seen.keys().cloned().collect::<Vec<_>>(),
@@ -206,32 +187,13 @@ async fn amphora_load_balancer_goes_active_and_is_deleted() {
     let vip_port = lb["loadbalancer"]["vip_port_id"].as_str().unwrap().to_owned();
     assert_eq!(lb["loadbalancer"]["provisioning_status"], "PENDING_CREATE");
     let tree = cloud.wait_lb_tree_active(&lb_id, Duration::from_secs(90)).await;
-    cloud
-        .delete(&format!("{}/loadbalancers/{lb_id}?cascade=true", cloud.octavia))
-        .await
-        .unwrap();
-    cloud
-        .wait_for(
-            &format!("{}/loadbalancers/{lb_id}", cloud.octavia),
-            Duration::from_secs(90),
-            |s, b| s == 404 || b["loadbalancer"]["provisioning_status"] == "DELETED",
-        )
-        .await
-        .unwrap();
+    cloud.delete_lb_and_wait(&lb_id, &vip_port).await.unwrap();
     let tree = tree.unwrap();
     assert_eq!(
         lab_tests::cloud::provisioning_states(&tree).len(),
         4,
         "LB, listener, pool, member: {tree}"
     );
-    cloud
-        .wait_for(
-            &format!("{}/ports/{vip_port}", cloud.neutron),
-            Duration::from_secs(30),
-            |s, _| s == 404,
-        )
-        .await
-        .expect("the amphora LB's VIP port outlived it");
 }
 
 #[tokio::test]
