@@ -1,0 +1,225 @@
+//! The netlink [`Binder`]: picks the driver by VIF type, creates the device straight into the pod namespace,
+//! then configures addresses, link state and routes there.
+
+use std::path::{Path, PathBuf};
+
+use kuryr_api::{Vif, VifType};
+use rtnetlink::packet_route::link::LinkMessage;
+use rtnetlink::{Handle, LinkUnspec};
+use tracing::info;
+
+use super::stale::{remove_stale_children, StaleMatch};
+use super::{addr, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bound, Netns};
+
+#[derive(Clone, Debug)]
+pub struct NetlinkBinderConfig {
+    /// Namespace holding the parent NICs and bridges; `None` is the daemon's own (the node's).
+    pub host_netns: Option<PathBuf>,
+    /// Parent NIC of nested VIFs without `parentIfname` (upstream's `[binding] link_iface`).
+    pub link_iface: String,
+    /// Bridge for neutron-vif VIFs without `bridgeName`.
+    pub bridge: String,
+    /// Where runtimes keep sandbox namespaces; searched for stale devices.
+    pub netns_dir: PathBuf,
+}
+
+impl Default for NetlinkBinderConfig {
+    fn default() -> Self {
+        Self {
+            host_netns: None,
+            link_iface: "eth0".into(),
+            bridge: "br-int".into(),
+            netns_dir: PathBuf::from("/var/run/netns"),
+        }
+    }
+}
+
+/// A driver's pure request builder: `(ifname, parent index, vif, pod netns fd)`.
+type BuildFn = fn(&str, u32, &Vif, i32) -> Result<LinkMessage, BindError>;
+
+pub struct NetlinkBinder {
+    cfg: NetlinkBinderConfig,
+}
+
+impl NetlinkBinder {
+    pub fn new(cfg: NetlinkBinderConfig) -> Self {
+        Self { cfg }
+    }
+
+    async fn host(&self) -> Result<Handle, BindError> {
+        match &self.cfg.host_netns {
+            Some(p) => Netns::open(p)?.connect().await,
+            None => netns::connect_current(),
+        }
+    }
+
+    async fn bind_nested(
+        &self,
+        ns: &Netns,
+        ifname: &str,
+        vif: &Vif,
+        default: bool,
+    ) -> Result<Bound, BindError> {
+        let host = self.host().await?;
+        let pod = ns.connect().await?;
+        let parent_name = vif.parent_ifname.as_deref().unwrap_or(&self.cfg.link_iface);
+        let parent = link::index_of(&host, parent_name)
+            .await?
+            .ok_or_else(|| BindError::NotFound(format!("parent interface {parent_name}")))?;
+        let (build, what): (BuildFn, StaleMatch) = match vif.vif_type {
+            VifType::NestedVlan => (vlan::message, StaleMatch::Vlan(vif.vlan_id.unwrap_or(0))),
+            _ => (
+                macvlan::message,
+                StaleMatch::Mac(link::parse_mac(macvlan::device_mac(vif))?),
+            ),
+        };
+        let attempt = || async {
+            link::delete_by_name(&pod, ifname).await?;
+            host.link()
+                .add(build(ifname, parent, vif, ns.raw_fd())?)
+                .execute()
+                .await
+                .map_err(BindError::netlink(format!(
+                    "create {} {ifname} on {parent_name}",
+                    vif.vif_type
+                )))?;
+            configure_pod_side(&pod, ifname, vif, default).await
+        };
+        let mac = match attempt().await {
+            Err(e) if e.is_conflict() => {
+                let n = remove_stale_children(&self.cfg.netns_dir, parent, &what).await?;
+                info!(removed = n, error = %e, "retrying after removing stale interfaces");
+                attempt().await?
+            }
+            r => r?,
+        };
+        Ok(Bound {
+            ifname: ifname.to_string(),
+            mac,
+            mtu: vif.mtu,
+            host_ifname: None,
+        })
+    }
+
+    async fn bind_veth(
+        &self,
+        ns: &Netns,
+        ifname: &str,
+        vif: &Vif,
+        default: bool,
+    ) -> Result<Bound, BindError> {
+        let host = self.host().await?;
+        let pod = ns.connect().await?;
+        let host_name = veth::host_ifname(vif);
+        // A host end left by an earlier sandbox of this port (its namespace kept alive) is in the way.
+        if link::delete_by_name(&host, &host_name).await? {
+            info!(ifname = %host_name, "removed leftover host end");
+        }
+        link::delete_by_name(&pod, ifname).await?;
+        host.link()
+            .add(veth::message(&host_name, ifname, vif, ns.raw_fd())?)
+            .execute()
+            .await
+            .map_err(BindError::netlink(format!("create veth {host_name}/{ifname}")))?;
+        let idx = link::index_of(&host, &host_name)
+            .await?
+            .ok_or_else(|| BindError::NotFound(format!("host end {host_name}")))?;
+        let bridge = vif.bridge_name.as_deref().unwrap_or(&self.cfg.bridge);
+        let br = link::index_of(&host, bridge)
+            .await?
+            .ok_or_else(|| BindError::NotFound(format!("bridge {bridge}")))?;
+        host.link()
+            .set(LinkUnspec::new_with_index(idx).controller(br).up().build())
+            .execute()
+            .await
+            .map_err(BindError::netlink(format!("attach {host_name} to {bridge}")))?;
+        let mac = configure_pod_side(&pod, ifname, vif, default).await?;
+        Ok(Bound {
+            ifname: ifname.to_string(),
+            mac,
+            mtu: vif.mtu,
+            host_ifname: Some(host_name),
+        })
+    }
+}
+
+/// Addresses, up, routes; returns the interface's MAC as the kernel reports it.
+async fn configure_pod_side(
+    pod: &Handle,
+    ifname: &str,
+    vif: &Vif,
+    default: bool,
+) -> Result<String, BindError> {
+    let m = link::get_by_name(pod, ifname)
+        .await?
+        .ok_or_else(|| BindError::NotFound(format!("{ifname} in the pod namespace")))?;
+    let idx = m.header.index;
+    addr::add_all(pod, idx, &addr::vif_addresses(vif)?).await?;
+    link::set_up(pod, idx, ifname).await?;
+    route::add_all(pod, idx, &route::vif_routes(vif, default)?).await?;
+    Ok(link::mac_of(&m).unwrap_or_default())
+}
+
+fn expected_mac(vif: &Vif) -> &str {
+    match vif.vif_type {
+        VifType::NestedMacvlan => macvlan::device_mac(vif),
+        _ => &vif.mac,
+    }
+}
+
+impl Binder for NetlinkBinder {
+    async fn bind(&self, netns: &Path, ifname: &str, vif: &Vif, default: bool) -> Result<Bound, BindError> {
+        let ns = Netns::open(netns)?;
+        match vif.vif_type {
+            VifType::NestedMacvlan | VifType::NestedVlan => self.bind_nested(&ns, ifname, vif, default).await,
+            VifType::NeutronVif => self.bind_veth(&ns, ifname, vif, default).await,
+            VifType::NestedDpdk => Err(BindError::InvalidVif("nested-dpdk VIFs are not supported".into())),
+        }
+    }
+
+    async fn unbind(
+        &self,
+        netns: Option<&Path>,
+        ifname: &str,
+        host_ifnames: &[String],
+    ) -> Result<(), BindError> {
+        if let Some(path) = netns {
+            match Netns::open(path) {
+                Ok(ns) => {
+                    link::delete_by_name(&ns.connect().await?, ifname).await?;
+                }
+                // The sandbox is already gone: so is everything in it.
+                Err(BindError::Netns { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !host_ifnames.is_empty() {
+            let host = self.host().await?;
+            for name in host_ifnames {
+                link::delete_by_name(&host, name).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn check(&self, netns: &Path, ifname: &str, vif: &Vif) -> Result<(), BindError> {
+        let pod = Netns::open(netns)?.connect().await?;
+        let m = link::get_by_name(&pod, ifname)
+            .await?
+            .ok_or_else(|| BindError::Check(format!("{ifname} is missing from {}", netns.display())))?;
+        let mac = link::mac_of(&m).unwrap_or_default();
+        if !mac.eq_ignore_ascii_case(expected_mac(vif)) {
+            return Err(BindError::Check(format!(
+                "{ifname} has MAC {mac}, expected {}",
+                expected_mac(vif)
+            )));
+        }
+        let have = addr::list(&pod, m.header.index).await?;
+        for (ip, _) in addr::vif_addresses(vif)? {
+            if !have.contains(&ip) {
+                return Err(BindError::Check(format!("{ifname} lacks address {ip}")));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,100 @@
+//! Link lookups and small changes shared by the drivers.
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::{Handle, LinkUnspec};
+
+use super::error::errno;
+use super::BindError;
+
+pub async fn get_by_name(h: &Handle, name: &str) -> Result<Option<LinkMessage>, BindError> {
+    let res = h
+        .link()
+        .get()
+        .match_name(name.to_string())
+        .execute()
+        .try_next()
+        .await;
+    match res {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            let e = BindError::netlink(format!("get link {name}"))(e);
+            if matches!(e.errno(), Some(errno::ENODEV | errno::ENOENT)) {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+pub async fn index_of(h: &Handle, name: &str) -> Result<Option<u32>, BindError> {
+    Ok(get_by_name(h, name).await?.map(|m| m.header.index))
+}
+
+/// Deletes `name` if present; true when something was deleted.
+pub async fn delete_by_name(h: &Handle, name: &str) -> Result<bool, BindError> {
+    let Some(index) = index_of(h, name).await? else {
+        return Ok(false);
+    };
+    match h.link().del(index).execute().await {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let e = BindError::netlink(format!("delete link {name}"))(e);
+            // Gone meanwhile (a veth peer deleted with its other end).
+            if matches!(e.errno(), Some(errno::ENODEV | errno::ENOENT)) {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+pub async fn set_up(h: &Handle, index: u32, name: &str) -> Result<(), BindError> {
+    h.link()
+        .set(LinkUnspec::new_with_index(index).up().build())
+        .execute()
+        .await
+        .map_err(BindError::netlink(format!("set {name} up")))
+}
+
+pub fn parse_mac(s: &str) -> Result<Vec<u8>, BindError> {
+    let bytes: Result<Vec<u8>, _> = s.split(':').map(|b| u8::from_str_radix(b, 16)).collect();
+    match bytes {
+        Ok(b) if b.len() == 6 && s.len() == 17 => Ok(b),
+        _ => Err(BindError::InvalidVif(format!("bad MAC address {s:?}"))),
+    }
+}
+
+pub fn format_mac(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
+}
+
+pub fn mac_of(m: &LinkMessage) -> Option<String> {
+    m.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Address(b) => Some(format_mac(b)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_and_format() {
+        let b = parse_mac("FA:16:3e:00:0a:ff").unwrap();
+        assert_eq!(b, vec![0xfa, 0x16, 0x3e, 0, 0x0a, 0xff]);
+        assert_eq!(format_mac(&b), "fa:16:3e:00:0a:ff");
+        for bad in [
+            "",
+            "fa:16:3e:00:0a",
+            "fa:16:3e:00:0a:ff:01",
+            "zz:16:3e:00:0a:ff",
+            "f:16:3e:00:0a:ff",
+        ] {
+            assert!(parse_mac(bad).is_err(), "{bad}");
+        }
+    }
+}

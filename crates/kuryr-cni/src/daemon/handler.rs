@@ -1,0 +1,222 @@
+//! Serving one request: ADD waits for active VIFs then binds; DEL is idempotent and never waits; CHECK
+//! compares the interfaces with the KuryrPort.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::cache::NodeCache;
+use super::metrics::Metrics;
+use super::wait::{evaluate, wait_for_vifs, Verdict};
+use crate::binding::{BindError, Binder};
+use crate::cni::{codes, CniError, CniRequest, CniResult, Command, IfaceResult, IpResult, RouteResult};
+use crate::protocol::DaemonResponse;
+
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// How long ADD waits for the KuryrPort's VIFs to be active (upstream: 60 s).
+    pub add_timeout: Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            add_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What one successful ADD wired, for its DEL.
+#[derive(Clone, Debug)]
+struct Attachment {
+    pod: String,
+    host_ifnames: Vec<String>,
+}
+
+pub struct Daemon<B> {
+    cache: Arc<NodeCache>,
+    binder: B,
+    cfg: DaemonConfig,
+    /// By container id: only the sandbox that was wired may remove shared host-side devices.
+    attachments: Mutex<HashMap<String, Attachment>>,
+    pub metrics: Metrics,
+}
+
+fn bind_error(e: BindError) -> CniError {
+    match e {
+        BindError::Check(m) => CniError::new(codes::CHECK_FAILED, m, ""),
+        // A leftover we could not clear: worth another try once the runtime cleans up.
+        e if e.is_conflict() => {
+            CniError::new(codes::TRY_AGAIN_LATER, "interface still in use", e.to_string())
+        }
+        e => CniError::new(
+            codes::BINDING_FAILED,
+            "binding the pod interface failed",
+            e.to_string(),
+        ),
+    }
+}
+
+impl<B: Binder> Daemon<B> {
+    pub fn new(cache: Arc<NodeCache>, binder: B, cfg: DaemonConfig) -> Self {
+        Self {
+            cache,
+            binder,
+            cfg,
+            attachments: Mutex::default(),
+            metrics: Metrics::default(),
+        }
+    }
+
+    pub fn cache(&self) -> &Arc<NodeCache> {
+        &self.cache
+    }
+
+    fn attachments(&self) -> std::sync::MutexGuard<'_, HashMap<String, Attachment>> {
+        self.attachments.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub async fn handle(&self, req: CniRequest) -> DaemonResponse {
+        let started = Instant::now();
+        let res = match req.command {
+            Command::Add => self.add(&req).await.map(Some),
+            Command::Del => self.del(&req).await.map(|()| None),
+            Command::Check => self.check(&req).await.map(|()| None),
+            Command::Status => self.status().map(|()| None),
+            Command::Gc => Ok(None),
+            Command::Version => Err(CniError::new(
+                codes::INVALID_ENV,
+                "VERSION is answered by the plugin",
+                "",
+            )),
+        };
+        let label = match &res {
+            Ok(_) => "ok",
+            Err(e) => e.metric_label(),
+        };
+        let secs = started.elapsed().as_secs_f64();
+        self.metrics.observe(req.command.as_str(), label, secs);
+        let pod = req.pod.as_ref().map(|p| p.key()).unwrap_or_default();
+        match &res {
+            Ok(_) => info!(command = %req.command, %pod, container = %req.container_id, secs, "done"),
+            Err(e) => {
+                warn!(command = %req.command, %pod, container = %req.container_id, secs, error = %e, "failed")
+            }
+        }
+        DaemonResponse::from_result(res)
+    }
+
+    fn status(&self) -> Result<(), CniError> {
+        if self.cache.is_synced() {
+            Ok(())
+        } else {
+            Err(CniError::new(
+                codes::PLUGIN_NOT_AVAILABLE,
+                "kuryr-daemon has not synced its KuryrPort and Pod caches yet",
+                "",
+            ))
+        }
+    }
+
+    async fn add(&self, req: &CniRequest) -> Result<CniResult, CniError> {
+        let pod = req.pod.as_ref().ok_or_else(|| {
+            CniError::new(
+                codes::INVALID_ENV,
+                "ADD without K8S_POD_NAMESPACE/K8S_POD_NAME",
+                "",
+            )
+        })?;
+        let vifs = wait_for_vifs(&self.cache, pod, &req.ifname, self.cfg.add_timeout).await?;
+        let mut result = CniResult::default();
+        let mut host_ifnames = Vec::new();
+        for (i, (ifname, vif)) in vifs.iter().enumerate() {
+            let bound = self
+                .binder
+                .bind(Path::new(&req.netns), ifname, vif, i == 0)
+                .await
+                .map_err(bind_error)?;
+            host_ifnames.extend(bound.host_ifname.clone());
+            result.interfaces.push(IfaceResult {
+                name: bound.ifname.clone(),
+                mac: bound.mac.clone(),
+                sandbox: Some(req.netns.clone()),
+                mtu: bound.mtu,
+            });
+            let idx = result.interfaces.len() - 1;
+            for ip in &vif.ips {
+                let prefix = ip.cidr.split_once('/').map(|(_, p)| p).unwrap_or("32");
+                result.ips.push(IpResult {
+                    address: format!("{}/{prefix}", ip.address),
+                    gateway: ip.gateway.clone(),
+                    interface: Some(idx),
+                });
+            }
+            for (dst, prefix, gw) in crate::binding::route::vif_routes(vif, i == 0).map_err(bind_error)? {
+                result.routes.push(RouteResult {
+                    dst: format!("{dst}/{prefix}"),
+                    gw: Some(gw.to_string()),
+                });
+            }
+        }
+        self.attachments().insert(
+            req.container_id.clone(),
+            Attachment {
+                pod: pod.key(),
+                host_ifnames,
+            },
+        );
+        Ok(result)
+    }
+
+    /// Never waits (stale DELs must stay cheap, bd46075a) and succeeds when there is nothing left.
+    async fn del(&self, req: &CniRequest) -> Result<(), CniError> {
+        let attachment = self.attachments().get(&req.container_id).cloned();
+        if attachment.is_none() {
+            if let Some(pod) = &req.pod {
+                let current = self.attachments().values().any(|a| a.pod == pod.key());
+                if current {
+                    info!(pod = %pod.key(), container = %req.container_id, "DEL for a stale sandbox: only its own namespace is touched");
+                }
+            }
+        }
+        let host_ifnames = attachment.map(|a| a.host_ifnames).unwrap_or_default();
+        let netns = (!req.netns.is_empty()).then(|| Path::new(&req.netns));
+        self.binder
+            .unbind(netns, &req.ifname, &host_ifnames)
+            .await
+            .map_err(bind_error)?;
+        self.attachments().remove(&req.container_id);
+        Ok(())
+    }
+
+    async fn check(&self, req: &CniRequest) -> Result<(), CniError> {
+        let pod = req.pod.as_ref().ok_or_else(|| {
+            CniError::new(
+                codes::INVALID_ENV,
+                "CHECK without K8S_POD_NAMESPACE/K8S_POD_NAME",
+                "",
+            )
+        })?;
+        let vifs = match evaluate(pod, &req.ifname, &self.cache.lookup(&pod.namespace, &pod.name)) {
+            Verdict::Ready(v) => v,
+            Verdict::Abort(e) => return Err(e),
+            Verdict::Wait(reason) => {
+                return Err(CniError::new(
+                    codes::CHECK_FAILED,
+                    "the pod's KuryrPort is not ready",
+                    reason,
+                ))
+            }
+        };
+        for (ifname, vif) in &vifs {
+            self.binder
+                .check(Path::new(&req.netns), ifname, vif)
+                .await
+                .map_err(bind_error)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! ADD's wait for the pod's VIFs: a pure verdict on one cache snapshot, and the bounded loop that re-judges
+//! on every cache change. Aborts early when the pod is gone, replaced (other UID) or being deleted —
+//! upstream hung there until its timeout (0176b4a9).
+
+use std::time::Duration;
+
+use kuryr_api::Vif;
+use tokio::time::Instant;
+
+use super::cache::{Lookup, NodeCache};
+use crate::cni::{codes, CniError, PodArgs};
+
+/// The outcome of judging one snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every VIF active: `(ifname in the pod, vif)`, the default interface first, renamed to CNI_IFNAME.
+    Ready(Vec<(String, Vif)>),
+    /// Not yet; the reason ends up in the timeout error.
+    Wait(String),
+    /// Waiting is pointless.
+    Abort(CniError),
+}
+
+pub fn evaluate(pod: &PodArgs, ifname: &str, view: &Lookup) -> Verdict {
+    let key = pod.key();
+    match (&view.pod, view.pods_synced) {
+        (None, true) => {
+            return Verdict::Abort(CniError::new(
+                codes::UNKNOWN_CONTAINER,
+                format!("pod {key} no longer exists"),
+                "",
+            ))
+        }
+        (Some(p), _) if pod.uid.as_deref().is_some_and(|u| u != p.uid) => {
+            return Verdict::Abort(CniError::new(
+                codes::UNKNOWN_CONTAINER,
+                format!("pod {key} was replaced: this sandbox is for another pod UID"),
+                format!(
+                    "request UID {}, current pod UID {}",
+                    pod.uid.as_deref().unwrap_or(""),
+                    p.uid
+                ),
+            ))
+        }
+        (Some(p), _) if p.deleting => {
+            return Verdict::Abort(CniError::new(
+                codes::UNKNOWN_CONTAINER,
+                format!("pod {key} is being deleted"),
+                "",
+            ))
+        }
+        _ => {}
+    }
+    let Some(port) = &view.port else {
+        return Verdict::Wait(format!("no KuryrPort {key} yet"));
+    };
+    // A same-name StatefulSet pod's KuryrPort may still be the old one (d5f5db70).
+    if let Some(uid) = &pod.uid {
+        if &port.spec.pod_uid != uid {
+            return Verdict::Wait(format!(
+                "KuryrPort {key} belongs to pod UID {}, not {uid}",
+                port.spec.pod_uid
+            ));
+        }
+    }
+    let Some(status) = &port.status else {
+        return Verdict::Wait(format!("KuryrPort {key} has no status yet"));
+    };
+    if status.vifs.is_empty() {
+        return Verdict::Wait(format!("KuryrPort {key} has no VIFs yet"));
+    }
+    let inactive: Vec<&str> = status
+        .vifs
+        .iter()
+        .filter(|(_, v)| !v.vif.active)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !inactive.is_empty() {
+        return Verdict::Wait(format!("VIF(s) {} of {key} not active yet", inactive.join(", ")));
+    }
+    let default = status.default_vif().map(|(n, _)| n.to_string());
+    let mut out: Vec<(String, Vif)> = Vec::with_capacity(status.vifs.len());
+    for (name, v) in &status.vifs {
+        if Some(name) == default.as_ref() {
+            out.insert(0, (ifname.to_string(), v.vif.clone()));
+        } else {
+            out.push((name.clone(), v.vif.clone()));
+        }
+    }
+    Verdict::Ready(out)
+}
+
+/// Waits until [`evaluate`] is not `Wait`, at most `timeout`; a timeout is code 11 (try again later).
+pub async fn wait_for_vifs(
+    cache: &NodeCache,
+    pod: &PodArgs,
+    ifname: &str,
+    timeout: Duration,
+) -> Result<Vec<(String, Vif)>, CniError> {
+    let deadline = Instant::now() + timeout;
+    let mut rx = cache.subscribe();
+    loop {
+        rx.borrow_and_update();
+        let reason = match evaluate(pod, ifname, &cache.lookup(&pod.namespace, &pod.name)) {
+            Verdict::Ready(vifs) => return Ok(vifs),
+            Verdict::Abort(e) => return Err(e),
+            Verdict::Wait(reason) => reason,
+        };
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) => {
+                return Err(CniError::new(
+                    codes::INTERNAL,
+                    "kuryr-daemon cache shut down",
+                    reason,
+                ));
+            }
+            Err(_) => {
+                return Err(CniError::new(
+                    codes::TRY_AGAIN_LATER,
+                    format!(
+                        "timed out after {}s waiting for the pod's VIFs",
+                        timeout.as_secs_f32()
+                    ),
+                    reason,
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::daemon::cache::PodState;
+    use crate::testing::{mk_port, mk_vif};
+
+    fn pod(uid: Option<&str>) -> PodArgs {
+        PodArgs {
+            namespace: "shop".into(),
+            name: "web-0".into(),
+            uid: uid.map(str::to_string),
+        }
+    }
+
+    fn live(uid: &str) -> Option<PodState> {
+        Some(PodState {
+            uid: uid.into(),
+            deleting: false,
+        })
+    }
+
+    fn view(port: Option<kuryr_api::KuryrPort>, pod: Option<PodState>) -> Lookup {
+        Lookup {
+            port: port.map(Arc::new),
+            pod,
+            pods_synced: true,
+        }
+    }
+
+    #[test]
+    fn no_port_waits() {
+        let v = evaluate(&pod(Some("u1")), "eth0", &view(None, live("u1")));
+        assert!(matches!(v, Verdict::Wait(r) if r.contains("no KuryrPort")));
+    }
+
+    #[test]
+    fn inactive_vif_waits_and_active_is_ready() {
+        let p = mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]);
+        assert!(
+            matches!(evaluate(&pod(Some("u1")), "eth0", &view(Some(p), live("u1"))), Verdict::Wait(r) if r.contains("not active"))
+        );
+        let p = mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(true))]);
+        let Verdict::Ready(v) = evaluate(&pod(Some("u1")), "net0", &view(Some(p), live("u1"))) else {
+            panic!("not ready")
+        };
+        assert_eq!(v[0].0, "net0", "default VIF takes CNI_IFNAME");
+    }
+
+    #[test]
+    fn empty_status_waits() {
+        let p = mk_port("shop", "web-0", "u1", vec![]);
+        assert!(matches!(
+            evaluate(&pod(Some("u1")), "eth0", &view(Some(p), live("u1"))),
+            Verdict::Wait(_)
+        ));
+    }
+
+    #[test]
+    fn kuryrport_of_an_older_same_name_pod_waits() {
+        let p = mk_port("shop", "web-0", "old-uid", vec![("eth0", mk_vif(true))]);
+        let v = evaluate(&pod(Some("new-uid")), "eth0", &view(Some(p), live("new-uid")));
+        assert!(matches!(v, Verdict::Wait(r) if r.contains("old-uid")));
+    }
+
+    #[test]
+    fn missing_uid_in_request_skips_the_uid_check() {
+        let p = mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(true))]);
+        assert!(matches!(
+            evaluate(&pod(None), "eth0", &view(Some(p), live("u1"))),
+            Verdict::Ready(_)
+        ));
+    }
+
+    #[test]
+    fn deleted_replaced_or_deleting_pods_abort_with_code_3() {
+        let p = mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]);
+        for state in [
+            None,
+            live("u2"),
+            Some(PodState {
+                uid: "u1".into(),
+                deleting: true,
+            }),
+        ] {
+            match evaluate(&pod(Some("u1")), "eth0", &view(Some(p.clone()), state.clone())) {
+                Verdict::Abort(e) => assert_eq!(e.code, codes::UNKNOWN_CONTAINER),
+                other => panic!("{state:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unsynced_pod_cache_does_not_abort() {
+        let mut v = view(None, None);
+        v.pods_synced = false;
+        assert!(matches!(evaluate(&pod(Some("u1")), "eth0", &v), Verdict::Wait(_)));
+    }
+
+    #[tokio::test]
+    async fn wait_wakes_on_cache_change() {
+        let cache = NodeCache::new();
+        cache.set_pod_state("shop", "web-0", live("u1"));
+        cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]));
+        let c2 = cache.clone();
+        let t = tokio::spawn(async move {
+            wait_for_vifs(&c2, &pod(Some("u1")), "eth0", Duration::from_secs(10)).await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(true))]));
+        let vifs = tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(vifs.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn wait_aborts_when_the_pod_is_deleted_meanwhile() {
+        let cache = NodeCache::new();
+        cache.set_pod_state("shop", "web-0", live("u1"));
+        let c2 = cache.clone();
+        let t = tokio::spawn(async move {
+            wait_for_vifs(&c2, &pod(Some("u1")), "eth0", Duration::from_secs(30)).await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cache.set_pod_state("shop", "web-0", None);
+        let e = tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.code, codes::UNKNOWN_CONTAINER);
+    }
+
+    #[tokio::test]
+    async fn wait_times_out_with_code_11_and_the_last_reason() {
+        let cache = NodeCache::new();
+        cache.set_pod_state("shop", "web-0", live("u1"));
+        cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]));
+        let e = wait_for_vifs(&cache, &pod(Some("u1")), "eth0", Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, codes::TRY_AGAIN_LATER);
+        assert!(e.details.contains("not active"), "{e}");
+    }
+}
