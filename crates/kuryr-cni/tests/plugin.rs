@@ -1,0 +1,372 @@
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+//! Drives the `kuryr-cni` binary exactly as a container runtime does (env + stdin → stdout JSON + exit code)
+//! against a kuryr-daemon started in-process on a fake cache (no Kubernetes). Most tests use a recording fake
+//! binder; one binds a real macvlan in private namespaces (root).
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kuryr_api::{Vif, VifType};
+use kuryr_cni::binding::{BindError, Binder, Bound, NetlinkBinder, NetlinkBinderConfig};
+use kuryr_cni::daemon::cache::PodState;
+use kuryr_cni::daemon::{server, Daemon, DaemonConfig, NodeCache};
+use kuryr_cni::testing::mk_port;
+use serde_json::Value;
+
+/// Records calls; binds nothing.
+#[derive(Clone, Default)]
+struct FakeBinder {
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl Binder for FakeBinder {
+    async fn bind(&self, netns: &Path, ifname: &str, vif: &Vif, _default: bool) -> Result<Bound, BindError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("bind {} {ifname}", netns.display()));
+        Ok(Bound {
+            ifname: ifname.into(),
+            mac: vif.mac.clone(),
+            mtu: vif.mtu,
+            host_ifname: (vif.vif_type == VifType::NeutronVif)
+                .then(|| kuryr_cni::binding::veth::host_ifname(vif)),
+        })
+    }
+
+    async fn unbind(&self, netns: Option<&Path>, ifname: &str, host: &[String]) -> Result<(), BindError> {
+        let ns = netns.map(|p| p.display().to_string()).unwrap_or_default();
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("unbind {ns} {ifname} {host:?}"));
+        Ok(())
+    }
+
+    async fn check(&self, _netns: &Path, _ifname: &str, _vif: &Vif) -> Result<(), BindError> {
+        Ok(())
+    }
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+struct TestDaemon {
+    socket: PathBuf,
+    cache: Arc<NodeCache>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(dir) = self.socket.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn start<B: Binder>(binder: B, add_timeout: Duration) -> TestDaemon {
+    let dir = std::env::temp_dir().join(format!(
+        "kcni-test-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let socket = dir.join("cni.sock");
+    let cache = NodeCache::new();
+    let daemon = Arc::new(Daemon::new(cache.clone(), binder, DaemonConfig { add_timeout }));
+    let listener = server::bind_socket(&socket).unwrap();
+    let task = tokio::spawn(server::serve(listener, daemon, std::future::pending()));
+    TestDaemon { socket, cache, task }
+}
+
+struct Out {
+    code: i32,
+    json: Option<Value>,
+}
+
+fn conf(version: &str, socket: &Path) -> String {
+    format!(
+        r#"{{"cniVersion":"{version}","name":"kuryr","type":"kuryr-cni","socketPath":"{}","timeoutSeconds":20}}"#,
+        socket.display()
+    )
+}
+
+/// Runs the plugin binary with only the given environment.
+async fn plugin(env: &[(&str, &str)], stdin: &str) -> Out {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let stdin = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kuryr-cni"))
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            json: (!text.trim().is_empty()).then(|| serde_json::from_str(&text).unwrap()),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn env<'a>(command: &'a str, netns: &'a str, args: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("CNI_COMMAND", command),
+        ("CNI_CONTAINERID", "0123456789abcdef"),
+        ("CNI_NETNS", netns),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", "/opt/cni/bin"),
+        ("CNI_ARGS", args),
+    ]
+}
+
+const ARGS: &str = "K8S_POD_UID=uid-1;IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=shop;K8S_POD_INFRA_CONTAINER_ID=0123";
+
+fn live() -> Option<PodState> {
+    Some(PodState {
+        uid: "uid-1".into(),
+        deleting: false,
+    })
+}
+
+fn ready_port(v: Vif) -> kuryr_api::KuryrPort {
+    mk_port("shop", "web-0", "uid-1", vec![("eth0", v)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_check_del_and_a_second_empty_del_through_the_binary() {
+    let fake = FakeBinder::default();
+    let d = start(fake.clone(), Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NestedMacvlan, 81)));
+    let c = conf("1.0.0", &d.socket);
+
+    let out = plugin(&env("ADD", "/var/run/netns/cni-x", ARGS), &c).await;
+    assert_eq!(out.code, 0, "{:?}", out.json);
+    let r = out.json.unwrap();
+    assert_eq!(r["cniVersion"], "1.0.0");
+    assert_eq!(r["interfaces"][0]["name"], "eth0");
+    assert_eq!(r["interfaces"][0]["sandbox"], "/var/run/netns/cni-x");
+    assert_eq!(r["ips"][0]["address"], "198.18.200.81/24");
+    assert_eq!(r["ips"][0]["gateway"], "198.18.200.1");
+    assert_eq!(r["ips"][0]["interface"], 0);
+    assert!(r["ips"][0].get("version").is_none());
+    assert_eq!(r["routes"][0]["dst"], "0.0.0.0/0");
+
+    let out = plugin(&env("CHECK", "/var/run/netns/cni-x", ARGS), &c).await;
+    assert_eq!((out.code, out.json), (0, None));
+    let out = plugin(&env("DEL", "/var/run/netns/cni-x", ARGS), &c).await;
+    assert_eq!((out.code, out.json), (0, None));
+    // containerd's second DEL: empty netns, no prevResult, little context.
+    let out = plugin(&env("DEL", "", "IgnoreUnknown=1"), &c).await;
+    assert_eq!((out.code, out.json), (0, None));
+    let calls = fake.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        vec![
+            "bind /var/run/netns/cni-x eth0",
+            "unbind /var/run/netns/cni-x eth0 []",
+            "unbind  eth0 []"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_del_of_an_older_sandbox_leaves_the_new_host_end_alone() {
+    let fake = FakeBinder::default();
+    let d = start(fake.clone(), Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NeutronVif, 85)));
+    let c = conf("1.0.0", &d.socket);
+    let mut add = env("ADD", "/var/run/netns/new", ARGS);
+    add[1] = ("CNI_CONTAINERID", "newsandbox");
+    assert_eq!(plugin(&add, &c).await.code, 0);
+    // The old sandbox's DEL arrives late: its own netns only, never the shared host end.
+    let mut old = env("DEL", "/var/run/netns/old", ARGS);
+    old[1] = ("CNI_CONTAINERID", "oldsandbox");
+    assert_eq!(plugin(&old, &c).await.code, 0);
+    let mut del = env("DEL", "/var/run/netns/new", ARGS);
+    del[1] = ("CNI_CONTAINERID", "newsandbox");
+    assert_eq!(plugin(&del, &c).await.code, 0);
+    let calls = fake.calls.lock().unwrap().clone();
+    assert_eq!(calls[1], "unbind /var/run/netns/old eth0 []");
+    assert_eq!(calls[2], "unbind /var/run/netns/new eth0 [\"tap085e4567-e8\"]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_conflist_versions_get_their_result_shape() {
+    let d = start(FakeBinder::default(), Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NestedMacvlan, 82)));
+    for v in ["0.3.1", "0.4.0"] {
+        let out = plugin(&env("ADD", "/var/run/netns/cni-x", ARGS), &conf(v, &d.socket)).await;
+        assert_eq!(out.code, 0);
+        let r = out.json.unwrap();
+        assert_eq!(r["cniVersion"], v);
+        assert_eq!(r["ips"][0]["version"], "4");
+    }
+    let out = plugin(
+        &env("ADD", "/var/run/netns/cni-x", ARGS),
+        &conf("1.1.0", &d.socket),
+    )
+    .await;
+    assert_eq!(out.json.unwrap()["interfaces"][0]["mtu"], 1400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vif_not_yet_active_is_try_again_later() {
+    let d = start(FakeBinder::default(), Duration::from_millis(300));
+    d.cache.set_pod_state("shop", "web-0", live());
+    let mut v = common::vif(VifType::NestedMacvlan, 83);
+    v.active = false;
+    d.cache.apply_port(ready_port(v));
+    let out = plugin(
+        &env("ADD", "/var/run/netns/cni-x", ARGS),
+        &conf("1.0.0", &d.socket),
+    )
+    .await;
+    assert_eq!(out.code, 1);
+    let e = out.json.unwrap();
+    assert_eq!(e["code"], 11);
+    assert_eq!(e["cniVersion"], "1.0.0");
+    assert!(e["details"].as_str().unwrap().contains("not active"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_or_replaced_pod_is_code_3_at_once() {
+    let d = start(FakeBinder::default(), Duration::from_secs(30));
+    d.cache.set_pod_state(
+        "shop",
+        "web-0",
+        Some(PodState {
+            uid: "uid-2".into(),
+            deleting: false,
+        }),
+    );
+    let started = std::time::Instant::now();
+    let out = plugin(
+        &env("ADD", "/var/run/netns/cni-x", ARGS),
+        &conf("1.0.0", &d.socket),
+    )
+    .await;
+    assert_eq!(out.code, 1);
+    assert_eq!(out.json.unwrap()["code"], 3);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "must not wait out the ADD timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_down_is_a_clear_error_json() {
+    let sock = PathBuf::from("/run/kuryr-test-nonexistent/cni.sock");
+    let out = plugin(&env("ADD", "/var/run/netns/cni-x", ARGS), &conf("1.0.0", &sock)).await;
+    assert_eq!(out.code, 1);
+    let e = out.json.unwrap();
+    assert_eq!(e["code"], 11);
+    let msg = e["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("kuryr-daemon is not reachable") && msg.contains(sock.to_str().unwrap()),
+        "{msg}"
+    );
+    assert!(e["details"].as_str().unwrap().contains("kuryr-daemon"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_invocations_are_refused_by_the_plugin_itself() {
+    let sock = PathBuf::from("/run/kuryr-test-nonexistent/cni.sock");
+    let c = conf("1.0.0", &sock);
+    let mut no_ifname = env("ADD", "/n", ARGS);
+    no_ifname.retain(|(k, _)| *k != "CNI_IFNAME");
+    let out = plugin(&no_ifname, &c).await;
+    assert_eq!((out.code, out.json.unwrap()["code"].clone()), (1, 4.into()));
+    let out = plugin(&env("ADD", "/n", ARGS), "{not json").await;
+    assert_eq!(out.json.unwrap()["code"], 6);
+    let out = plugin(&env("ADD", "/n", ARGS), &conf("0.2.0", &sock)).await;
+    assert_eq!(out.json.unwrap()["code"], 1);
+    let out = plugin(&env("FROB", "/n", ARGS), &c).await;
+    assert_eq!(out.json.unwrap()["code"], 4);
+    let out = plugin(&[("CNI_COMMAND", "VERSION")], r#"{"cniVersion":"0.4.0"}"#).await;
+    assert_eq!(out.code, 0);
+    let v = out.json.unwrap();
+    assert_eq!(v["cniVersion"], "0.4.0");
+    assert!(v["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .contains(&"1.1.0".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_follows_cache_sync_and_gc_succeeds() {
+    let d = start(FakeBinder::default(), Duration::from_secs(1));
+    let c = conf("1.1.0", &d.socket);
+    let out = plugin(&[("CNI_COMMAND", "STATUS")], &c).await;
+    assert_eq!((out.code, out.json.unwrap()["code"].clone()), (1, 50.into()));
+    d.cache.reset_ports(vec![]);
+    d.cache.reset_pods(std::iter::empty());
+    let out = plugin(&[("CNI_COMMAND", "STATUS")], &c).await;
+    assert_eq!((out.code, out.json), (0, None));
+    let out = plugin(&[("CNI_COMMAND", "GC")], &c).await;
+    assert_eq!((out.code, out.json), (0, None));
+}
+
+#[tokio::test]
+async fn the_socket_is_root_only() {
+    let d = start(FakeBinder::default(), Duration::from_secs(1));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.socket), 0o600);
+    assert_eq!(mode(d.socket.parent().unwrap()), 0o700);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_macvlan_add_check_del_through_the_binary() {
+    if !common::require_root("real_macvlan_add_check_del_through_the_binary") {
+        return;
+    }
+    let vm = common::mk_vm();
+    let pod = common::TestNs::new("pod");
+    let binder = NetlinkBinder::new(NetlinkBinderConfig {
+        host_netns: Some(vm.path()),
+        link_iface: "eth0".into(),
+        bridge: "unused".into(),
+        netns_dir: PathBuf::from("/var/run/netns"),
+    });
+    let d = start(binder, Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NestedMacvlan, 84)));
+    let c = conf("1.0.0", &d.socket);
+    let netns = pod.path().display().to_string();
+
+    let out = plugin(&env("ADD", &netns, ARGS), &c).await;
+    assert_eq!(out.code, 0, "{:?}", out.json);
+    assert_eq!(out.json.unwrap()["interfaces"][0]["mac"], "00:00:5e:00:01:54");
+    assert!(pod.has_link("eth0"));
+    let out = plugin(&env("CHECK", &netns, ARGS), &c).await;
+    assert_eq!(out.code, 0, "{:?}", out.json);
+    pod.ip(&["link", "set", "eth0", "address", "00:00:5e:00:01:55"]);
+    let out = plugin(&env("CHECK", &netns, ARGS), &c).await;
+    assert_eq!((out.code, out.json.unwrap()["code"].clone()), (1, 102.into()));
+    let out = plugin(&env("DEL", &netns, ARGS), &c).await;
+    assert_eq!(out.code, 0, "{:?}", out.json);
+    assert!(!pod.has_link("eth0"));
+    let out = plugin(&env("DEL", "", "IgnoreUnknown=1"), &c).await;
+    assert_eq!(out.code, 0, "{:?}", out.json);
+}
