@@ -125,8 +125,13 @@ impl VifDriver for NestedVlan {
         VifType::NestedVlan
     }
 
+    /// No `device_id`: Neutron refuses to make a port with an attached device a trunk subport (409
+    /// `PortInUse`), and sets `device_id` to the trunk itself once it is one. The pod is in the name and tags.
     fn port_request(&self, params: PortParams<'_>) -> PortRequest {
-        common_request(params)
+        PortRequest {
+            device_id: String::new(),
+            ..common_request(params)
+        }
     }
 
     fn vif(&self, port: &NeutronPort, subnets: &[Subnet], attachment: &Attachment) -> Result<Vif, CoreError> {

@@ -67,7 +67,8 @@ fn nested_vlan_asks_for_an_unbound_kuryr_port_named_after_the_pod() {
     assert_eq!(req.subnet_id, "sub-1");
     assert_eq!(req.project_id, "proj");
     assert_eq!(req.device_owner, "compute:kuryr");
-    assert_eq!(req.device_id, "uid-1");
+    // A port with a device cannot become a subport.
+    assert_eq!(req.device_id, "");
     assert_eq!(req.binding_host_id, None);
     assert_eq!(req.security_groups, set(&["sg-web"]));
     assert!(req.tags.contains("kuryr.openstack.org/cluster=c1"));

@@ -1,0 +1,52 @@
+//! What the controller is told to do, independent of how it was told (flags in [`crate::args`], or a test
+//! building it directly).
+
+use std::time::Duration;
+
+use kuryr_api::VifType;
+use kuryr_core::{DriverConfig, PoolLimits, VlanRange};
+
+/// Controller settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Goes into every ownership tag (`kuryr.cluster=<id>`), so two clusters on one project never touch
+    /// each other's ports.
+    pub cluster_id: String,
+    /// How pods are wired. Only nested-vlan is carried out so far (see docs/controller.md).
+    pub vif_type: VifType,
+    pub driver: DriverConfig,
+    /// Every pod's port takes its IP from this subnet (`DefaultSubnet`).
+    pub pod_subnet_id: String,
+    /// Security groups of every pod port; empty means the project's `default` group.
+    pub pod_security_groups: Vec<String>,
+    /// Project owning the ports; `None` means the project of the cloud's token.
+    pub project_id: Option<String>,
+    pub vlan_range: VlanRange,
+    /// Pool knobs, validated; pools themselves are not implemented yet.
+    pub pool_limits: PoolLimits,
+    /// Watch Pods and KuryrPorts of this namespace only (tests, or one controller per tenant namespace).
+    pub namespace: Option<String>,
+    /// First interval of the ACTIVE poll; it grows by half each time up to [`Config::active_poll_max`].
+    pub active_poll_min: Duration,
+    pub active_poll_max: Duration,
+}
+
+impl Config {
+    /// Defaults for everything but the cluster id and the pod subnet.
+    pub fn new(cluster_id: impl Into<String>, pod_subnet_id: impl Into<String>) -> Self {
+        Self {
+            cluster_id: cluster_id.into(),
+            vif_type: VifType::NestedVlan,
+            driver: DriverConfig::default(),
+            pod_subnet_id: pod_subnet_id.into(),
+            pod_security_groups: Vec::new(),
+            project_id: None,
+            vlan_range: VlanRange::default(),
+            pool_limits: PoolLimits::default(),
+            namespace: None,
+            // Subports of an ACTIVE trunk go ACTIVE in 0.05-1.3 s on ML2/OVN: poll often at first.
+            active_poll_min: Duration::from_millis(100),
+            active_poll_max: Duration::from_secs(5),
+        }
+    }
+}

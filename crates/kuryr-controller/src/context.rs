@@ -1,0 +1,244 @@
+//! What every reconcile shares: clients, settings, metrics, the Event recorder, the caches fed by watches,
+//! and the controller's in-memory bookkeeping (VLANs, node parents, poll and retry state).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kuryr_api::{KuryrPort, KuryrPortStatus, Node, ObjectReference};
+use kuryr_core::neutron::Subnet;
+use kuryr_core::VlanBook;
+use kuryr_openstack::Cloud;
+use tokio::sync::OnceCell;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// Name under which Events are reported.
+pub const REPORTER: &str = "kuryr-controller";
+
+/// A node VM's own port and its trunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parent {
+    pub port_id: String,
+    pub trunk_id: String,
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub cloud: Cloud,
+    pub config: Config,
+    /// `config.project_id`, or the token's project.
+    pub project_id: String,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    pub nodes: Store<Node>,
+    pub kuryrports: Store<KuryrPort>,
+    /// VLAN ids per trunk, each rebuilt from Neutron on first use. Never held across an await.
+    pub vlans: Mutex<VlanBook>,
+    parents: Mutex<HashMap<String, Parent>>,
+    pub(crate) subnet: OnceCell<Subnet>,
+    /// Status this controller last wrote per KuryrPort uid: the watch cache may not show it yet when the
+    /// next reconcile runs, and acting on the older copy would allocate a second port.
+    written: Mutex<HashMap<String, KuryrPortStatus>>,
+    /// Per KuryrPort uid: when first seen (time-to-wire) and how many ACTIVE polls so far.
+    wiring: Mutex<HashMap<String, Wiring>>,
+    /// Consecutive failures per object uid, for the retry backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wiring {
+    since: Instant,
+    polls: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        cloud: Cloud,
+        config: Config,
+        project_id: String,
+        metrics: Metrics,
+        nodes: Store<Node>,
+        kuryrports: Store<KuryrPort>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: REPORTER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            vlans: Mutex::new(VlanBook::new(config.vlan_range)),
+            client,
+            cloud,
+            config,
+            project_id,
+            metrics,
+            nodes,
+            kuryrports,
+            parents: Mutex::default(),
+            subnet: OnceCell::new(),
+            written: Mutex::default(),
+            wiring: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    pub fn node(&self, name: &str) -> Option<std::sync::Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+
+    pub fn kuryrport(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrPort>> {
+        self.kuryrports.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    // === node parents ===
+
+    pub fn parent(&self, node: &str) -> Option<Parent> {
+        lock(&self.parents).get(node).cloned()
+    }
+
+    pub fn remember_parent(&self, node: &str, parent: Parent) {
+        lock(&self.parents).insert(node.to_owned(), parent);
+    }
+
+    /// The trunk went away: find the parent again next time and rebuild its VLANs from Neutron.
+    pub fn forget_parent(&self, node: &str) {
+        if let Some(p) = lock(&self.parents).remove(node) {
+            lock(&self.vlans).forget(&p.trunk_id);
+        }
+    }
+
+    // === written status ===
+
+    /// The freshest status known for `kp`: the one in the object, unless this controller wrote a newer one
+    /// the watch has not delivered yet.
+    pub fn status_of(&self, kp: &KuryrPort) -> KuryrPortStatus {
+        let seen = kp.status.clone().unwrap_or_default();
+        let uid = kp.metadata.uid.as_deref().unwrap_or_default();
+        match lock(&self.written).get(uid) {
+            Some(mine) if seen.vifs.is_empty() || (!seen.all_active() && mine.all_active()) => mine.clone(),
+            _ => seen,
+        }
+    }
+
+    pub fn wrote_status(&self, uid: &str, status: &KuryrPortStatus) {
+        lock(&self.written).insert(uid.to_owned(), status.clone());
+    }
+
+    /// The KuryrPort is gone: drop everything kept for it.
+    pub fn forget(&self, uid: &str) {
+        lock(&self.written).remove(uid);
+        lock(&self.wiring).remove(uid);
+        lock(&self.failures).remove(uid);
+    }
+
+    // === wiring time and ACTIVE polls ===
+
+    pub fn first_seen(&self, uid: &str) {
+        lock(&self.wiring).entry(uid.to_owned()).or_insert(Wiring {
+            since: Instant::now(),
+            polls: 0,
+        });
+    }
+
+    /// The port went ACTIVE: how long since the KuryrPort was first seen (once per KuryrPort).
+    pub fn wired(&self, uid: &str) -> Option<Duration> {
+        lock(&self.wiring).remove(uid).map(|w| w.since.elapsed())
+    }
+
+    /// Delay before the next ACTIVE poll: the minimum, growing by half per poll up to the maximum.
+    pub fn next_poll(&self, uid: &str) -> Duration {
+        let mut wiring = lock(&self.wiring);
+        let polls = wiring.get(uid).map_or(0, |w| w.polls);
+        if let Some(w) = wiring.get_mut(uid) {
+            w.polls += 1;
+        }
+        poll_delay(self.config.active_poll_min, self.config.active_poll_max, polls)
+    }
+
+    // === retry backoff ===
+
+    /// Records a failure of object `uid`; returns how long to wait before the next try.
+    pub fn failed(&self, uid: &str, permanent: bool) -> Duration {
+        let mut failures = lock(&self.failures);
+        let n = failures.entry(uid.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        retry_delay(*n, permanent)
+    }
+
+    pub fn succeeded(&self, uid: &str) {
+        lock(&self.failures).remove(uid);
+    }
+
+    // === events ===
+
+    /// Publishes an Event about `obj`; a failure to do so is only logged (it must not fail the reconcile).
+    pub async fn event(
+        &self,
+        obj: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let ev = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, obj).await {
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                reason,
+                "cannot publish Event"
+            );
+        }
+    }
+}
+
+/// `min * 1.5^polls`, capped at `max`.
+pub fn poll_delay(min: Duration, max: Duration, polls: u32) -> Duration {
+    let factor = 1.5f64.powi(i32::try_from(polls.min(64)).unwrap_or(64));
+    min.mul_f64(factor).min(max)
+}
+
+/// 0.5 s doubling per consecutive failure, capped at 60 s; errors a retry will not fix soon wait 60 s.
+pub fn retry_delay(failures: u32, permanent: bool) -> Duration {
+    if permanent {
+        return Duration::from_secs(60);
+    }
+    let exp = failures.saturating_sub(1).min(7);
+    Duration::from_millis(500 * (1u64 << exp)).min(Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_polls_start_fast_and_level_off_at_the_maximum() {
+        let (min, max) = (Duration::from_millis(100), Duration::from_secs(5));
+        assert_eq!(poll_delay(min, max, 0), min);
+        assert_eq!(poll_delay(min, max, 1), Duration::from_millis(150));
+        assert_eq!(poll_delay(min, max, 40), max);
+    }
+
+    #[test]
+    fn retries_back_off_exponentially_up_to_a_minute() {
+        assert_eq!(retry_delay(1, false), Duration::from_millis(500));
+        assert_eq!(retry_delay(2, false), Duration::from_secs(1));
+        assert_eq!(retry_delay(8, false), Duration::from_secs(60));
+        assert_eq!(retry_delay(100, false), Duration::from_secs(60));
+        assert_eq!(retry_delay(1, true), Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,94 @@
+//! The controller's one error type. Variants name the failed operation; [`Error::metric_label`] and
+//! [`Error::reason`] give bounded labels for metrics, Events and conditions.
+
+use kuryr_core::CoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes {op}: {source}")]
+    Kube {
+        op: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("openstack: {0}")]
+    OpenStack(#[from] kuryr_openstack::Error),
+
+    #[error("{0}")]
+    Core(#[from] CoreError),
+
+    #[error("node {0} not found (yet) in the node cache")]
+    NodeNotFound(String),
+
+    #[error("{0} is not supported by this controller yet")]
+    Unsupported(String),
+
+    #[error("object without {0}")]
+    MissingField(&'static str),
+
+    #[error("serializing: {0}")]
+    Serialize(#[from] serde_json::Error),
+
+    /// Boxed: the finalizer helper's error wraps this type.
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn kube(op: &'static str) -> impl FnOnce(kube::Error) -> Error {
+        move |source| Error::Kube { op, source }
+    }
+
+    /// Bounded label for the reconcile-error counter.
+    pub fn metric_label(&self) -> String {
+        match self {
+            Error::Kube { op, .. } => format!("kube_{op}"),
+            Error::OpenStack(e) => format!("openstack_{}", e.metric_label()),
+            Error::Core(e) => e.reason().to_owned(),
+            Error::NodeNotFound(_) => "node_not_found".into(),
+            Error::Unsupported(_) => "unsupported".into(),
+            Error::MissingField(_) => "missing_field".into(),
+            Error::Serialize(_) => "serialize".into(),
+            Error::Finalizer(e) => match &**e {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),
+                _ => "finalizer".into(),
+            },
+        }
+    }
+
+    /// CamelCase reason for Events and the `Ready` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "KubernetesError",
+            Error::OpenStack(e) if e.is_over_quota() => "OverQuota",
+            Error::OpenStack(_) => "NeutronError",
+            Error::Core(e) => e.reason(),
+            Error::NodeNotFound(_) => "NodeNotFound",
+            Error::Unsupported(_) => "Unsupported",
+            Error::MissingField(_) | Error::Serialize(_) => "InvalidObject",
+            Error::Finalizer(e) => match &**e {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),
+                _ => "FinalizerError",
+            },
+        }
+    }
+
+    /// Errors that no retry soon will fix (configuration, a node without trunk): retried slowly.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            Error::Core(
+                CoreError::NoTrunkOnNode { .. }
+                    | CoreError::NoParentPort { .. }
+                    | CoreError::NoNodeAddress { .. }
+                    | CoreError::InvalidVlanRange { .. }
+                    | CoreError::NoSubnet { .. }
+            ) | Error::Unsupported(_)
+        )
+    }
+}

@@ -1,0 +1,28 @@
+//! kuryr-controller: Kubernetes pod networking on OpenStack.
+//!
+//! - [`pods::frontend`]: the Pod front end. Puts `kuryr.openstack.org/pod-finalizer` on each scheduled pod
+//!   and creates its KuryrPort; on deletion deletes the KuryrPort and lets the pod go once it is gone.
+//! - [`ports::reconcile`]: the KuryrPort controller. Creates the pod's Neutron port, makes it a VLAN subport
+//!   of the node VM's trunk, records the VIF in the status and waits for ACTIVE; releases it all on deletion.
+//! - [`admin`]: `/livez`, `/readyz`, `/metrics`.
+//!
+//! Decisions come from `kuryr-core`; cloud calls go through `kuryr-openstack`. See docs/controller.md.
+
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod args;
+pub mod config;
+pub mod context;
+pub mod convert;
+pub mod errors;
+pub mod metrics;
+pub mod pods;
+pub mod ports;
+pub mod runtime;
+
+pub use args::Args;
+pub use config::Config;
+pub use context::Context;
+pub use errors::{Error, Result};
+pub use runtime::run;

@@ -1,0 +1,8 @@
+//! `kuryr-controller`: see docs/controller.md.
+
+use kuryr_controller::Args;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    Args::parse_and_run().await
+}

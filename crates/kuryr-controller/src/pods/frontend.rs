@@ -1,0 +1,136 @@
+//! The Pod front end: one reconcile per Pod, on a reflector cache (the KuryrPort comes from the KuryrPort
+//! controller's cache, not from a GET). `kuryr_core::pod::pod_actions` decides; this carries it out, the
+//! finalizer first, so a pod never disappears while it holds a port.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::Preconditions;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kuryr_api::{Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
+use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
+use tracing::{info, instrument, warn};
+
+use crate::context::Context;
+use crate::errors::{Error, Result};
+use crate::pods::finalizer;
+
+pub const CONTROLLER: &str = "pod";
+/// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
+/// before it reached this controller's trigger (or the other way round).
+const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
+/// Periodic re-check of an otherwise quiet pod.
+const RESYNC: Duration = Duration::from_secs(600);
+
+#[instrument(skip(pod, ctx), fields(namespace = pod.namespace(), name = pod.name_any()))]
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.metrics.reconciled(CONTROLLER);
+    let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    let name = pod.name_any();
+    let kp = ctx.kuryrport(&ns, &name);
+    let actions = pod::pod_actions(&pod, kp.as_deref());
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let kps: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
+
+    if actions.finalizer == FinalizerChange::Add {
+        finalizer::add(&pods, &pod).await?;
+    }
+    match actions.kuryrport {
+        KuryrPortChange::Create => create_kuryrport(&kps, &pod, &ctx).await?,
+        KuryrPortChange::Delete => {
+            if let Some(kp) = &kp {
+                delete_kuryrport(&kps, kp).await?;
+            }
+            ctx.succeeded(pod.metadata.uid.as_deref().unwrap_or_default());
+            return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+        }
+        KuryrPortChange::None => {}
+    }
+    if actions.finalizer == FinalizerChange::Remove {
+        // Deletion path only: make sure with the server that the KuryrPort is really gone (the cache may
+        // lag behind a create); the pod is let go only then.
+        match kps.get_opt(&name).await.map_err(Error::kube("get_kuryrport"))? {
+            Some(kp) => {
+                if kp.metadata.deletion_timestamp.is_none() {
+                    delete_kuryrport(&kps, &kp).await?;
+                }
+                return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+            }
+            None => {
+                finalizer::remove(&pods, &pod).await?;
+                info!("KuryrPort gone, pod finalizer removed");
+            }
+        }
+    }
+    ctx.succeeded(pod.metadata.uid.as_deref().unwrap_or_default());
+    if kp
+        .as_ref()
+        .is_some_and(|kp| kp.metadata.deletion_timestamp.is_some())
+    {
+        return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Result<()> {
+    let Some(desired) = pod::desired_kuryrport(pod) else {
+        return Ok(());
+    };
+    let pp = PostParams {
+        field_manager: Some(finalizer::MANAGER.into()),
+        ..PostParams::default()
+    };
+    match kps.create(&pp, &desired).await {
+        Ok(_) => {
+            info!(node = desired.spec.pod_node_name, "KuryrPort created");
+            Ok(())
+        }
+        // The cache had not caught up with our own create yet.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => {
+            let err = Error::kube("create_kuryrport")(e);
+            ctx.event(
+                &pod.object_ref(&()),
+                EventType::Warning,
+                err.reason(),
+                "CreateKuryrPort",
+                err.to_string(),
+            )
+            .await;
+            Err(err)
+        }
+    }
+}
+
+/// Deletes exactly the KuryrPort we saw (uid precondition), so a newer one of the same name survives.
+async fn delete_kuryrport(kps: &Api<KuryrPort>, kp: &KuryrPort) -> Result<()> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: kp.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match kps.delete(&kp.name_any(), &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(Error::kube("delete_kuryrport")(e)),
+    }
+}
+
+pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.failed(
+        pod.metadata.uid.as_deref().unwrap_or_default(),
+        err.is_permanent(),
+    );
+    warn!(
+        namespace = pod.namespace(),
+        name = pod.name_any(),
+        error = err as &dyn std::error::Error,
+        retry_in = ?delay,
+        "pod reconcile failed"
+    );
+    ctx.metrics.failed(CONTROLLER, err.metric_label());
+    Action::requeue(delay)
+}

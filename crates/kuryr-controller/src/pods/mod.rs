@@ -1,0 +1,4 @@
+//! The Pod front end.
+
+pub mod finalizer;
+pub mod frontend;

@@ -1,0 +1,129 @@
+//! Wiring: the Node cache, the KuryrPort controller, the Pod front end, readiness and shutdown.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::Controller;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kuryr_api::{Api, KuryrPort, Node, Pod};
+use kuryr_openstack::Cloud;
+use tracing::{info, info_span, warn, Instrument};
+
+use crate::config::Config;
+use crate::context::Context;
+use crate::metrics::Metrics;
+use crate::pods::frontend;
+use crate::ports::reconcile;
+
+/// Everything [`run`] needs besides the shutdown trigger.
+pub struct Runtime {
+    pub client: kube::Client,
+    pub cloud: Cloud,
+    pub config: Config,
+    pub metrics: Metrics,
+    /// Set once every watch cache has synced (`/readyz`).
+    pub ready: Arc<AtomicBool>,
+}
+
+impl Runtime {
+    pub fn new(client: kube::Client, cloud: Cloud, config: Config) -> Self {
+        Self {
+            client,
+            cloud,
+            config,
+            metrics: Metrics::default(),
+            ready: Arc::default(),
+        }
+    }
+}
+
+fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs both controllers until `shutdown` completes (in-flight reconciles are allowed to finish).
+pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let Runtime {
+        client,
+        cloud,
+        config,
+        metrics,
+        ready,
+    } = rt;
+    let project_id = match config.project_id.clone().or_else(|| cloud.project_id()) {
+        Some(p) => p,
+        None => anyhow::bail!("no project: pass --project-id or use a project-scoped cloud"),
+    };
+    let shutdown = shutdown.boxed().shared();
+    let ns = config.namespace.clone();
+    let wc = watcher::Config::default();
+
+    // Nodes: only their InternalIPs are read (parent port lookup), from this cache.
+    let (nodes, node_writer) = reflector::store();
+    let node_watch = watcher(Api::<Node>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .reflect(node_writer)
+        .touched_objects()
+        .for_each(|r| {
+            if let Err(e) = r {
+                warn!(error = &e as &dyn std::error::Error, "node watch");
+            }
+            futures::future::ready(())
+        });
+
+    let kp_api: Api<KuryrPort> = scoped(&client, ns.as_deref());
+    let pod_api: Api<Pod> = scoped(&client, ns.as_deref());
+    let kp_controller = Controller::new(kp_api.clone(), wc.clone());
+    let pod_controller = Controller::new(pod_api, wc.clone()).owns(kp_api, wc);
+    let ctx = Arc::new(Context::new(
+        client,
+        cloud,
+        config,
+        project_id,
+        metrics,
+        nodes.clone(),
+        kp_controller.store(),
+    ));
+
+    let readiness = {
+        let (kps, pods) = (kp_controller.store(), pod_controller.store());
+        async move {
+            let synced = tokio::join!(
+                nodes.wait_until_ready(),
+                kps.wait_until_ready(),
+                pods.wait_until_ready()
+            );
+            if let (Ok(()), Ok(()), Ok(())) = synced {
+                ready.store(true, Ordering::Relaxed);
+                info!("caches synced; ready");
+            }
+        }
+    };
+
+    let kp_run = kp_controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+        .for_each(|_| futures::future::ready(()))
+        .instrument(info_span!("kuryrport_controller"));
+    let pod_run = pod_controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(frontend::reconcile, frontend::error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .instrument(info_span!("pod_controller"));
+
+    // The node watch never ends by itself: stop it with the controllers.
+    tokio::select! {
+        _ = async { tokio::join!(kp_run, pod_run, readiness) } => {}
+        _ = node_watch.instrument(info_span!("node_watch")) => {}
+    }
+    info!("controllers stopped");
+    Ok(())
+}
