@@ -1,0 +1,439 @@
+//! kuryr-controller, run in-process against the lab's kube-apiserver, wires pods end to end:
+//! - `..._on_cloudsim`: the cloud is an in-process cloudsim bootstrapped with parent ports and trunks that
+//!   carry the lab Nodes' InternalIPs;
+//! - `..._on_real_neutron`: the lab's Keystone + Neutron (ML2/OVN), the lab VMs' real trunks.
+//!
+//! Pods are created with `spec.nodeName` set to the lab VMs (no kubelet: they stay Pending but scheduled).
+//! Each test checks that every pod gets a KuryrPort whose status names an ACTIVE Neutron subport with a
+//! VLAN unique on its trunk, then deletes the pods (grace period 0; the pod finalizer is the controller's to
+//! remove) and checks that subports, ports, KuryrPorts and every tagged port are gone. Each test runs its own
+//! controller scoped to its own namespace and cluster id, so tests never act on each other's pods.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use futures::future::try_join_all;
+use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec};
+use kuryr_api::kube::runtime::wait::{await_condition, conditions};
+use kuryr_api::{
+    crds, finalizers, labels, Api, Client, CustomResourceDefinition, DeleteParams, KuryrPort, ListParams,
+    Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
+};
+use kuryr_cloudsim::{Profile, Sim, SimHandle};
+use kuryr_controller::runtime::{run, Runtime};
+use kuryr_controller::Config;
+use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
+use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
+use kuryr_openstack::neutron::trunks::{self, CreateTrunk};
+use kuryr_openstack::neutron::{networks, Filter};
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::Lab;
+
+const PODS_PER_VM: usize = 2;
+const CRD_MANAGER: &str = "kuryr-crd-test";
+/// Generous upper bounds for the waits; the assertions are about what happens, not how fast.
+const WIRE_TIMEOUT: Duration = Duration::from_secs(120);
+const GONE_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[tokio::test]
+async fn pods_are_wired_and_released_on_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let sim = SimCloud::start(&lab).await?;
+    let result = exercise(&lab, "sim", sim.cloud.clone(), &sim.subnet_id, None, &sim.trunks).await;
+    drop(sim.handle);
+    result
+}
+
+#[tokio::test]
+async fn pods_are_wired_and_released_on_real_neutron() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
+    let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
+    let trunks: BTreeMap<String, String> = lab
+        .vms
+        .iter()
+        .map(|vm| (vm.name.clone(), vm.trunk_id.clone()))
+        .collect();
+    exercise(
+        &lab,
+        "lab",
+        cloud,
+        &lab.pod_subnet_id.clone(),
+        Some(lab.project_id.clone()),
+        &trunks,
+    )
+    .await
+}
+
+/// The whole scenario on one cloud. `trunks`: node name -> the trunk its pods must hang off.
+async fn exercise(
+    lab: &Lab,
+    kind: &str,
+    cloud: Cloud,
+    subnet_id: &str,
+    project_id: Option<String>,
+    trunks: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
+        )
+        .with_test_writer()
+        .try_init();
+    let client = lab.kube_client().await?;
+    install_crds(&client).await?;
+    let run_id = format!("{:08x}", fastrand::u32(..));
+    let ns = format!("pods-{kind}-{run_id}");
+    let cluster_id = format!("podtest-{kind}-{run_id}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await?;
+
+    let mut config = Config::new(&cluster_id, subnet_id);
+    config.namespace = Some(ns.clone());
+    config.project_id = project_id;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
+        let _ = stopped.await;
+    }));
+
+    let result = scenario(&client, &cloud, &ns, &cluster_id, trunks).await;
+
+    // Clean up whatever the scenario left, then stop the controller.
+    if result.is_err() {
+        let _ = strip_and_delete_all(&client, &ns).await;
+        let _ = delete_tagged(&cloud, &cluster_id).await;
+    }
+    let _ = stop.send(());
+    let stopped = tokio::time::timeout(Duration::from_secs(30), controller).await;
+    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    result?;
+    match stopped {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(e),
+        Ok(Err(e)) => bail!("controller task panicked: {e}"),
+        Err(_) => bail!("controller did not stop within 30 s"),
+    }
+}
+
+async fn scenario(
+    client: &Client,
+    cloud: &Cloud,
+    ns: &str,
+    cluster_id: &str,
+    trunks: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+
+    // Create the pods, spread over the VMs.
+    let mut created = HashMap::new();
+    for node in trunks.keys() {
+        for i in 0..PODS_PER_VM {
+            let name = format!("{node}-pod{i}");
+            pods.create(&PostParams::default(), &mk_pod(&name, node)).await?;
+            created.insert(name, (node.clone(), Instant::now()));
+        }
+    }
+
+    // Every KuryrPort reaches Ready with an ACTIVE port.
+    let mut wired: BTreeMap<String, KuryrPort> = BTreeMap::new();
+    let mut took = Vec::new();
+    let deadline = Instant::now() + WIRE_TIMEOUT;
+    while wired.len() < created.len() {
+        for kp in kps.list(&ListParams::default()).await? {
+            let name = kp.name_any();
+            if wired.contains_key(&name) || !is_ready(&kp) {
+                continue;
+            }
+            if let Some((_, t0)) = created.get(&name) {
+                took.push((name.clone(), t0.elapsed()));
+            }
+            wired.insert(name, kp);
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = created.keys().filter(|n| !wired.contains_key(*n)).collect();
+            bail!("not wired within {WIRE_TIMEOUT:?}: {missing:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    took.sort_by_key(|(_, d)| *d);
+    let ms: Vec<u128> = took.iter().map(|(_, d)| d.as_millis()).collect();
+    eprintln!(
+        "{} pods wired; pod create -> KuryrPort Ready (port ACTIVE), ms: min {} median {} max {} (all: {ms:?})",
+        ms.len(),
+        ms.first().copied().unwrap_or_default(),
+        ms.get(ms.len() / 2).copied().unwrap_or_default(),
+        ms.last().copied().unwrap_or_default(),
+    );
+
+    // What each KuryrPort says, and what Neutron says about it.
+    let mut vlans: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+    let mut port_ids = Vec::new();
+    for (name, kp) in &wired {
+        let (node, _) = &created[name];
+        let pod = pods.get(name).await?;
+        ensure!(
+            pod.finalizers().iter().any(|f| f == finalizers::POD),
+            "{name}: pod finalizer missing"
+        );
+        ensure!(kp.spec.pod_uid == pod.uid().unwrap_or_default(), "{name}: podUid");
+        ensure!(
+            kp.labels().get(labels::NODE_NAME) == Some(node),
+            "{name}: nodeName label"
+        );
+        ensure!(
+            kp.owner_references()
+                .iter()
+                .any(|o| o.kind == "Pod" && o.name == *name),
+            "{name}: ownerReference to the pod"
+        );
+        let status = kp.status.as_ref().context("status")?;
+        let vif = &status.vifs.get("eth0").context("eth0")?.vif;
+        ensure!(vif.active, "{name}: eth0 not active");
+        ensure!(
+            !vif.port_id.is_empty() && !vif.mac.is_empty(),
+            "{name}: port id / MAC"
+        );
+        ensure!(
+            vif.ips.first().is_some_and(|ip| !ip.address.is_empty()),
+            "{name}: IP"
+        );
+        let vlan = vif.vlan_id.context("vlanId")?;
+        let trunk = vif.trunk_id.clone().context("trunkId")?;
+        ensure!(trunk == trunks[node], "{name}: trunk {trunk} is not {node}'s");
+        ensure!(
+            vlans.entry(trunk.clone()).or_default().insert(vlan),
+            "{name}: VLAN {vlan} used twice on trunk {trunk}"
+        );
+        let port = ports::get(cloud, &vif.port_id).await?;
+        ensure!(
+            port.status == "ACTIVE",
+            "{name}: port {} is {}",
+            port.id,
+            port.status
+        );
+        ensure!(port.mac_address == vif.mac, "{name}: MAC differs from Neutron's");
+        let owner = Owner::from_tags(&port.tags).context("ownership tags")?;
+        ensure!(
+            owner.cluster == cluster_id && owner.uid == kp.spec.pod_uid,
+            "{name}: tags {owner:?}"
+        );
+        let t = trunks::get(cloud, &trunk).await?;
+        ensure!(
+            t.sub_ports
+                .iter()
+                .any(|s| s.port_id == vif.port_id && s.segmentation_id == u32::from(vlan)),
+            "{name}: not a subport of {trunk} on VLAN {vlan}"
+        );
+        port_ids.push((vif.port_id.clone(), trunk));
+    }
+
+    // Delete the pods (no kubelet: grace period 0; the controller removes its finalizer).
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    for name in created.keys() {
+        pods.delete(name, &dp).await?;
+    }
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    loop {
+        let left_pods = pods.list(&ListParams::default()).await?.items.len();
+        let left_kps = kps.list(&ListParams::default()).await?.items.len();
+        if left_pods == 0 && left_kps == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("after {GONE_TIMEOUT:?}: {left_pods} pods and {left_kps} KuryrPorts left");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (port_id, trunk) in &port_ids {
+        match ports::get(cloud, port_id).await {
+            Err(e) if e.is_not_found() => {}
+            other => bail!("port {port_id} still there: {other:?}"),
+        }
+        let t = trunks::get(cloud, trunk).await?;
+        ensure!(
+            !t.sub_ports.iter().any(|s| s.port_id == *port_id),
+            "{port_id} still a subport of {trunk}"
+        );
+    }
+    let tagged = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id))).await?;
+    ensure!(
+        tagged.is_empty(),
+        "tagged ports left: {:?}",
+        tagged.iter().map(|p| &p.id).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+fn is_ready(kp: &KuryrPort) -> bool {
+    kp.status
+        .as_ref()
+        .is_some_and(|s| s.all_active() && kuryr_api::conditions::is_condition_true(&s.conditions, "Ready"))
+}
+
+fn mk_pod(name: &str, node: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            containers: vec![Container {
+                name: "pause".into(),
+                image: Some("registry.k8s.io/pause:3.9".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::crds() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply(CRD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await??;
+    }
+    Ok(())
+}
+
+/// After a failure: strip finalizers so the namespace can go.
+async fn strip_and_delete_all(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let strip = serde_json::json!({"metadata": {"finalizers": null}});
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    for kp in kps.list(&ListParams::default()).await? {
+        let _ = kps
+            .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+    }
+    for pod in pods.list(&ListParams::default()).await? {
+        let _ = pods
+            .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+        let _ = pods
+            .delete(
+                &pod.name_any(),
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..DeleteParams::default()
+                },
+            )
+            .await;
+    }
+    Ok(())
+}
+
+async fn delete_tagged(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<()> {
+    for port in ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id))).await? {
+        if port.device_owner == "trunk:subport" {
+            let _ = trunks::remove_subports(cloud, &port.device_id, std::slice::from_ref(&port.id)).await;
+        }
+        let _ = ports::delete(cloud, &port.id).await;
+    }
+    Ok(())
+}
+
+/// An in-process cloudsim with a pod network and, per lab VM, a bound parent port carrying the VM's IP
+/// (= its Node's InternalIP) and a trunk on it.
+struct SimCloud {
+    handle: SimHandle,
+    cloud: Cloud,
+    subnet_id: String,
+    /// node name -> trunk id
+    trunks: BTreeMap<String, String>,
+}
+
+impl SimCloud {
+    async fn start(lab: &Lab) -> anyhow::Result<SimCloud> {
+        let mut profile = Profile::zero();
+        // Subports go ACTIVE a little later, as on ML2/OVN (measured 0.05-1.3 s; scaled down here).
+        profile.neutron.subport_active_delay =
+            serde_json::from_value(serde_json::json!({"uniform": {"min": 20, "max": 200}}))?;
+        let (_, handle) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
+        let dir =
+            std::env::temp_dir().join(format!("kuryr-pods-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::create_dir_all(&dir)?;
+        let yaml = dir.join("clouds.yaml");
+        std::fs::write(
+            &yaml,
+            format!(
+                "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
+                handle.url()
+            ),
+        )?;
+        let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        let net = networks::create(&cloud, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
+        let mut sub = CreateSubnet::v4(&net.id, lab.pod_subnet_cidr.clone());
+        sub.gateway_ip = Some(Some("198.18.0.1".into()));
+        let subnet = subnets::create(&cloud, &sub, &[]).await?;
+        let parents = try_join_all(lab.vms.iter().map(|vm| {
+            let cloud = cloud.clone();
+            let (net, subnet) = (net.id.clone(), subnet.id.clone());
+            async move {
+                let port = ports::create(
+                    &cloud,
+                    &CreatePort {
+                        name: Some(vm.name.clone()),
+                        fixed_ips: vec![FixedIpRequest {
+                            subnet_id: Some(subnet),
+                            ip_address: Some(vm.ip.clone()),
+                        }],
+                        device_owner: Some("compute:nova".into()),
+                        binding_host_id: Some("lab-hv1".into()),
+                        ..CreatePort::on_network(net)
+                    },
+                )
+                .await?;
+                let trunk = trunks::create(
+                    &cloud,
+                    &CreateTrunk {
+                        port_id: port.id.clone(),
+                        name: Some(format!("{}-trunk", vm.name)),
+                        ..CreateTrunk::default()
+                    },
+                    &[],
+                )
+                .await?;
+                anyhow::Ok((vm.name.clone(), trunk.id))
+            }
+        }))
+        .await?;
+        Ok(SimCloud {
+            handle,
+            cloud,
+            subnet_id: subnet.id,
+            trunks: parents.into_iter().collect(),
+        })
+    }
+}
