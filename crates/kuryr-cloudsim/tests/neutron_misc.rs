@@ -192,3 +192,53 @@ async fn routers_interfaces_and_floating_ips() {
     assert_eq!(t.delete(&fpath).await.0, 204);
     assert_eq!(t.delete(&format!("/v2.0/routers/{rid}")).await.0, 204);
 }
+
+#[tokio::test]
+async fn network_and_subnet_updates_refuse_read_only_attributes() {
+    let t = common::zero().await;
+    let net = t.network("upd").await;
+    let sub = t
+        .create(
+            "/v2.0/subnets",
+            "subnet",
+            json!({"network_id": net, "cidr": "10.9.0.0/24", "ip_version": 4}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, v) = t
+        .put(
+            &format!("/v2.0/subnets/{sub}"),
+            json!({"subnet": {"cidr": "10.8.0.0/24"}}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["NeutronError"]["message"].as_str()),
+        (400, Some("Cannot update read-only attribute cidr"))
+    );
+    let (s, _) = t
+        .put(
+            &format!("/v2.0/networks/{net}"),
+            json!({"network": {"status": "DOWN"}}),
+        )
+        .await;
+    assert_eq!(s, 400);
+    let (s, v) = t
+        .put(
+            &format!("/v2.0/networks/{net}"),
+            json!({"network": {"mtu": 9000}}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["NeutronError"]["type"].as_str()),
+        (400, Some("InvalidInput"))
+    );
+    let (s, v) = t
+        .put(
+            &format!("/v2.0/networks/{net}"),
+            json!({"network": {"mtu": 1400, "name": "n2"}}),
+        )
+        .await;
+    assert_eq!((s, v["network"]["mtu"].as_u64()), (200, Some(1400)));
+}

@@ -460,3 +460,13 @@ pub fn bool_field(m: &Map<String, Value>, key: &str) -> ApiResult<Option<bool>> 
         ))),
     }
 }
+
+/// An update naming a read-only attribute: 400 "Cannot update read-only attribute …" (Neutron 29).
+pub fn read_only(m: &Map<String, Value>, keys: &[&str]) -> ApiResult<()> {
+    match keys.iter().find(|k| m.contains_key(**k)) {
+        Some(k) => Err(ApiError::bad_request(format!(
+            "Cannot update read-only attribute {k}"
+        ))),
+        None => Ok(()),
+    }
+}

@@ -106,6 +106,8 @@ pub async fn update(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "network")?;
     let expected = if_match(&headers)?;
+    super::read_only(&m, &["status", "subnets", "id", "project_id", "tenant_id"])?;
+    let max_mtu = sh.profile().neutron.network_mtu;
     let mut w = sh.world();
     let net = w.networks.get_mut(&id).ok_or_else(|| net_not_found(&id))?;
     check_revision(expected, net.std.revision_number)?;
@@ -132,6 +134,11 @@ pub async fn update(
         .and_then(serde_json::Value::as_u64)
         .and_then(|v| u32::try_from(v).ok())
     {
+        if v > max_mtu {
+            return Err(ApiError::invalid_input(format!(
+                "Requested MTU is too big, maximum is {max_mtu}."
+            )));
+        }
         net.mtu = v;
     }
     if let Some(v) = str_field(&m, "dns_domain") {

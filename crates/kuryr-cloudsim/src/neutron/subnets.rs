@@ -216,6 +216,17 @@ pub async fn update(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "subnet")?;
     let expected = if_match(&headers)?;
+    super::read_only(
+        &m,
+        &[
+            "cidr",
+            "ip_version",
+            "network_id",
+            "id",
+            "project_id",
+            "tenant_id",
+        ],
+    )?;
     let mut w = sh.world();
     let s = w.subnets.get_mut(&id).ok_or_else(|| subnet_not_found(&id))?;
     check_revision(expected, s.std.revision_number)?;

@@ -151,16 +151,18 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "healthmonitor")?;
+    super::members::refuse_fixed(&m, "health_monitor_.healthmonitor", &["type", "pool_id"])?;
     let mut jobs = sh.jobs();
     let result = {
         let mut w = sh.world();
         let h = w.healthmonitors.get(&id).ok_or_else(|| hm_not_found(&id))?;
         let pool_id = h.pool_id.clone();
-        let lb_id = w
-            .pools
-            .get(&pool_id)
-            .map(|p| p.lb_id.clone())
-            .ok_or_else(|| pool_not_found(&pool_id))?;
+        let pool = w.pools.get(&pool_id).ok_or_else(|| pool_not_found(&pool_id))?;
+        // Octavia 19 answers "Pool {id} is immutable" while the pool is pending, as for members.
+        if pool.provisioning_status != super::model::ACTIVE {
+            return Err(ApiError::immutable("Pool", &pool_id));
+        }
+        let lb_id = pool.lb_id.clone();
         let listeners = listeners_of_pool(&w, &pool_id);
         lock_for_child(&mut w, &lb_id, &listeners)?;
         let x = w.healthmonitors.get_mut(&id).ok_or_else(|| hm_not_found(&id))?;

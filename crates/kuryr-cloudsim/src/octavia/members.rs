@@ -181,6 +181,7 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "member")?;
+    refuse_fixed(&m, "member_.member", &["address", "protocol_port", "subnet_id"])?;
     let mut jobs = sh.jobs();
     let result = {
         let mut w = sh.world();
@@ -198,6 +199,17 @@ pub async fn update(
     };
     sh.run_jobs(jobs);
     result
+}
+
+/// Octavia's `MemberPUT` has no address, port or subnet: 400 "Unknown attribute" (seen on Octavia 19).
+pub(super) fn refuse_fixed(m: &Map<String, Value>, wrapper: &str, keys: &[&str]) -> ApiResult<()> {
+    match keys.iter().find(|k| m.contains_key(**k)) {
+        Some(k) => Err(ApiError::octavia(
+            StatusCode::BAD_REQUEST,
+            format!("Unknown attribute for argument {wrapper}: {k}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn apply_update(x: &mut Member, m: &Map<String, Value>) -> ApiResult<()> {

@@ -111,3 +111,32 @@ pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
         )
         .await
 }
+
+/// What `PUT /networks/{id}` changes here. Read-only attributes (`status`, …) are 400 "Cannot update
+/// read-only attribute"; an MTU above the overlay's maximum is 400 `InvalidInput`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpdateNetwork {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port_security_enabled: Option<bool>,
+}
+
+pub async fn update(cloud: &Cloud, id: &str, req: &UpdateNetwork) -> Result<Network> {
+    cloud
+        .send_one(
+            Service::Network,
+            "neutron.networks.update",
+            Method::PUT,
+            format!("networks/{id}"),
+            "network",
+            req,
+        )
+        .await
+}

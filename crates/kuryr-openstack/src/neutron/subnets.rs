@@ -120,3 +120,32 @@ pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
         )
         .await
 }
+
+/// What `PUT /subnets/{id}` changes here. `cidr`, `ip_version` and `network_id` are read-only (400).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpdateSubnet {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_dhcp: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_nameservers: Option<Vec<String>>,
+    /// `Some(None)` sends `"gateway_ip": null` (removes the gateway).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_ip: Option<Option<String>>,
+}
+
+pub async fn update(cloud: &Cloud, id: &str, req: &UpdateSubnet) -> Result<Subnet> {
+    cloud
+        .send_one(
+            Service::Network,
+            "neutron.subnets.update",
+            Method::PUT,
+            format!("subnets/{id}"),
+            "subnet",
+            req,
+        )
+        .await
+}

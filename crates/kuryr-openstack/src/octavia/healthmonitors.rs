@@ -98,3 +98,37 @@ pub async fn delete(cloud: &Cloud, id: &str) -> Result<()> {
         )
         .await
 }
+
+/// What `PUT /healthmonitors/{id}` may change. `type` is fixed at creation (Octavia 19: 400 "Unknown
+/// attribute … type").
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct UpdateHealthMonitor {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries_down: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// Updates a health monitor; 409 while its pool is not ACTIVE (retried as `pending`).
+pub async fn update(cloud: &Cloud, id: &str, req: &UpdateHealthMonitor) -> Result<HealthMonitor> {
+    cloud
+        .send_one(
+            Service::LoadBalancer,
+            "octavia.healthmonitors.update",
+            Method::PUT,
+            format!("lbaas/healthmonitors/{id}"),
+            "healthmonitor",
+            req,
+        )
+        .await
+}

@@ -133,3 +133,34 @@ pub async fn batch_replace(cloud: &Cloud, pool_id: &str, members: &[CreateMember
         .await
         .map(|_| ())
 }
+
+/// What `PUT /pools/{pool_id}/members/{id}` may change. Octavia 19 refuses `address`, `protocol_port` and
+/// `subnet_id` here (400 "Unknown attribute"); a weight above 256 is 400.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct UpdateMember {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// Updates one member. The LB goes PENDING_UPDATE; while the pool is not ACTIVE the call is 409 ("Pool … is
+/// immutable"), which is retried as `pending`.
+pub async fn update(cloud: &Cloud, pool_id: &str, id: &str, req: &UpdateMember) -> Result<Member> {
+    cloud
+        .send_one(
+            Service::LoadBalancer,
+            "octavia.members.update",
+            Method::PUT,
+            format!("lbaas/pools/{pool_id}/members/{id}"),
+            "member",
+            req,
+        )
+        .await
+}
