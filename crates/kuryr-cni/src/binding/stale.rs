@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use futures::TryStreamExt;
-use rtnetlink::packet_route::link::{InfoData, InfoVlan, LinkAttribute, LinkInfo, LinkMessage};
+use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVlan, LinkAttribute, LinkInfo, LinkMessage};
 use tracing::{info, warn};
 
 use super::{link, BindError, Netns};
@@ -26,14 +26,19 @@ pub fn is_stale_child(m: &LinkMessage, parent: u32, what: &StaleMatch) -> bool {
     if !foreign_parent {
         return false;
     }
+    let infos = attrs.iter().find_map(|a| match a {
+        LinkAttribute::LinkInfo(i) => Some(i.as_slice()),
+        _ => None,
+    });
     match what {
-        StaleMatch::Mac(mac) => attrs.contains(&LinkAttribute::Address(mac.clone())),
-        StaleMatch::Vlan(id) => attrs.iter().any(|a| match a {
-            LinkAttribute::LinkInfo(infos) => infos.iter().any(|i| match i {
-                LinkInfo::Data(InfoData::Vlan(v)) => v.contains(&InfoVlan::Id(*id)),
-                _ => false,
-            }),
-            _ => false,
+        // Only macvlans: a VM's own veth also has a foreign-namespace parent.
+        StaleMatch::Mac(mac) => {
+            attrs.contains(&LinkAttribute::Address(mac.clone()))
+                && infos.is_some_and(|i| i.contains(&LinkInfo::Kind(InfoKind::MacVlan)))
+        }
+        StaleMatch::Vlan(id) => infos.is_some_and(|i| {
+            i.iter()
+                .any(|x| matches!(x, LinkInfo::Data(InfoData::Vlan(v)) if v.contains(&InfoVlan::Id(*id))))
         }),
     }
 }
@@ -104,13 +109,28 @@ mod tests {
         if netnsid {
             m.attributes.push(LinkAttribute::LinkNetNsId(0));
         }
-        if let Some(id) = vlan {
-            m.attributes
-                .push(LinkAttribute::LinkInfo(vec![LinkInfo::Data(InfoData::Vlan(
-                    vec![InfoVlan::Id(id)],
-                ))]));
-        }
+        let info = match vlan {
+            Some(id) => vec![
+                LinkInfo::Kind(InfoKind::Vlan),
+                LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(id)])),
+            ],
+            None => vec![LinkInfo::Kind(InfoKind::MacVlan)],
+        };
+        m.attributes.push(LinkAttribute::LinkInfo(info));
         m
+    }
+
+    #[test]
+    fn a_veth_with_the_same_mac_is_not_taken_for_a_stale_macvlan() {
+        let mac = vec![0, 0, 0x5e, 0, 1, 9];
+        let mut veth = LinkUnspec::new_with_name("eth0")
+            .link(4)
+            .address(mac.clone())
+            .build();
+        veth.attributes.push(LinkAttribute::LinkNetNsId(0));
+        veth.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth)]));
+        assert!(!is_stale_child(&veth, 4, &StaleMatch::Mac(mac)));
     }
 
     #[test]
