@@ -370,3 +370,54 @@ async fn real_macvlan_add_check_del_through_the_binary() {
     let out = plugin(&env("DEL", "", "IgnoreUnknown=1"), &c).await;
     assert_eq!(out.code, 0, "{:?}", out.json);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_waiting_adds_are_served_concurrently_and_woken_together() {
+    let d = start(FakeBinder::default(), Duration::from_secs(10));
+    let mk = |i: u8, active: bool| {
+        let mut v = common::vif(VifType::NestedMacvlan, 100 + i);
+        v.active = active;
+        mk_port(
+            "shop",
+            &format!("web-{i}"),
+            &format!("uid-{i}"),
+            vec![("eth0", v)],
+        )
+    };
+    for i in 0..20u8 {
+        d.cache.set_pod_state(
+            "shop",
+            &format!("web-{i}"),
+            Some(PodState {
+                uid: format!("uid-{i}"),
+                deleting: false,
+            }),
+        );
+        d.cache.apply_port(mk(i, false));
+    }
+    let c = conf("1.0.0", &d.socket);
+    let mut runs = Vec::new();
+    for i in 0..20u8 {
+        let (c, args) = (
+            c.clone(),
+            format!("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-{i};K8S_POD_UID=uid-{i}"),
+        );
+        runs.push(tokio::spawn(async move {
+            plugin(&env("ADD", "/var/run/netns/cni-x", &args), &c).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    for i in 0..20u8 {
+        d.cache.apply_port(mk(i, true));
+    }
+    for r in runs {
+        let out = r.await.unwrap();
+        assert_eq!(out.code, 0, "{:?}", out.json);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
