@@ -123,10 +123,7 @@ impl Context {
     pub fn status_of(&self, kp: &KuryrPort) -> KuryrPortStatus {
         let seen = kp.status.clone().unwrap_or_default();
         let uid = kp.metadata.uid.as_deref().unwrap_or_default();
-        match lock(&self.written).get(uid) {
-            Some(mine) if seen.vifs.is_empty() || (!seen.all_active() && mine.all_active()) => mine.clone(),
-            _ => seen,
-        }
+        freshest(seen, lock(&self.written).get(uid))
     }
 
     pub fn wrote_status(&self, uid: &str, status: &KuryrPortStatus) {
@@ -206,6 +203,16 @@ impl Context {
     }
 }
 
+/// The cache's status, unless ours is ahead of it: it names ports the cache does not show yet, or says ACTIVE
+/// where the cache does not. (Ours never goes backwards, so it is never behind a status the cache shows.)
+pub fn freshest(seen: KuryrPortStatus, mine: Option<&KuryrPortStatus>) -> KuryrPortStatus {
+    match mine {
+        Some(mine) if seen.vifs.is_empty() && !mine.vifs.is_empty() => mine.clone(),
+        Some(mine) if !seen.all_active() && mine.all_active() => mine.clone(),
+        _ => seen,
+    }
+}
+
 /// `min * 1.5^polls`, capped at `max`.
 pub fn poll_delay(min: Duration, max: Duration, polls: u32) -> Duration {
     let factor = 1.5f64.powi(i32::try_from(polls.min(64)).unwrap_or(64));
@@ -223,7 +230,38 @@ pub fn retry_delay(failures: u32, permanent: bool) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use kuryr_api::PodVif;
+
     use super::*;
+
+    fn mk_status(active: Option<bool>) -> KuryrPortStatus {
+        let mut st = KuryrPortStatus::default();
+        if let Some(active) = active {
+            let vif = serde_json::from_value(serde_json::json!({
+                "type": "nested-vlan", "portId": "p1", "networkId": "n1", "mac": "fa:16:3e:00:00:01",
+                "active": active,
+            }))
+            .unwrap();
+            st.vifs.insert("eth0".into(), PodVif { default: true, vif });
+        }
+        st
+    }
+
+    #[test]
+    fn a_status_we_wrote_wins_over_a_cache_that_has_not_caught_up() {
+        let mine = mk_status(Some(false));
+        // The cache shows no port yet: acting on it would allocate a second one.
+        assert_eq!(freshest(mk_status(None), Some(&mine)), mine);
+        // ACTIVE written, cache still waiting.
+        let active = mk_status(Some(true));
+        assert_eq!(freshest(mk_status(Some(false)), Some(&active)), active);
+        // The cache caught up (or nothing was written): the cache it is.
+        assert_eq!(
+            freshest(mk_status(Some(true)), Some(&mine)),
+            mk_status(Some(true))
+        );
+        assert_eq!(freshest(mk_status(None), None), mk_status(None));
+    }
 
     #[test]
     fn active_polls_start_fast_and_level_off_at_the_maximum() {

@@ -92,3 +92,26 @@ impl Error {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::finalizer::Error as FinalizerError;
+
+    use super::*;
+
+    #[test]
+    fn a_wrapped_apply_failure_is_labelled_by_its_cause() {
+        let core = Error::Core(CoreError::NoTrunkOnNode {
+            node: "w1".into(),
+            port_id: "p".into(),
+        });
+        assert!(core.is_permanent());
+        let wrapped = Error::Finalizer(Box::new(FinalizerError::ApplyFailed(core)));
+        assert_eq!(wrapped.metric_label(), "NoTrunkOnNode");
+        assert_eq!(wrapped.reason(), "NoTrunkOnNode");
+        let missing = Error::Finalizer(Box::new(FinalizerError::<Error>::UnnamedObject));
+        assert_eq!(missing.metric_label(), "finalizer");
+        assert!(!Error::NodeNotFound("w1".into()).is_permanent());
+        assert_eq!(Error::NodeNotFound("w1".into()).reason(), "NodeNotFound");
+    }
+}

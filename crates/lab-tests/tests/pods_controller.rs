@@ -17,10 +17,10 @@ use futures::future::try_join_all;
 use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec};
 use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::{
-    crds, finalizers, labels, Api, Client, CustomResourceDefinition, DeleteParams, KuryrPort, ListParams,
-    Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
+    crds, finalizers, labels, Api, Client, CustomResourceDefinition, DeleteParams, Event, KuryrPort,
+    ListParams, Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
 };
-use kuryr_cloudsim::{Profile, Sim, SimHandle};
+use kuryr_cloudsim::{FaultRule, Profile, Sim, SimHandle};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
 use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
@@ -66,6 +66,18 @@ async fn pods_are_wired_and_released_on_real_neutron() -> anyhow::Result<()> {
     .await
 }
 
+#[tokio::test]
+async fn a_refused_attach_is_rolled_back_and_a_lost_answer_makes_no_second_port_on_cloudsim(
+) -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let sim = SimCloud::start(&lab).await?;
+    let h = Harness::start(&lab, "fault", sim.cloud.clone(), &sim.subnet_id, None).await?;
+    let result = faults(&h, &sim).await;
+    let result = h.finish(result).await;
+    drop(sim.handle);
+    result
+}
+
 /// The whole scenario on one cloud. `trunks`: node name -> the trunk its pods must hang off.
 async fn exercise(
     lab: &Lab,
@@ -75,56 +87,88 @@ async fn exercise(
     project_id: Option<String>,
     trunks: &BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
-        )
-        .with_test_writer()
-        .try_init();
-    let client = lab.kube_client().await?;
-    install_crds(&client).await?;
-    let run_id = format!("{:08x}", fastrand::u32(..));
-    let ns = format!("pods-{kind}-{run_id}");
-    let cluster_id = format!("podtest-{kind}-{run_id}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
+    let h = Harness::start(lab, kind, cloud, subnet_id, project_id).await?;
+    let result = scenario(&h.client, &h.cloud, &h.ns, &h.cluster_id, trunks).await;
+    h.finish(result).await
+}
+
+/// A namespace, a cluster id and an in-process controller scoped to both.
+struct Harness {
+    client: Client,
+    cloud: Cloud,
+    ns: String,
+    cluster_id: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    controller: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Harness {
+    async fn start(
+        lab: &Lab,
+        kind: &str,
+        cloud: Cloud,
+        subnet_id: &str,
+        project_id: Option<String>,
+    ) -> anyhow::Result<Harness> {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
+            )
+            .with_test_writer()
+            .try_init();
+        let client = lab.kube_client().await?;
+        install_crds(&client).await?;
+        let run_id = format!("{:08x}", fastrand::u32(..));
+        let ns = format!("pods-{kind}-{run_id}");
+        let cluster_id = format!("podtest-{kind}-{run_id}");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(ns.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..Namespace::default()
                 },
-                ..Namespace::default()
-            },
-        )
-        .await?;
-
-    let mut config = Config::new(&cluster_id, subnet_id);
-    config.namespace = Some(ns.clone());
-    config.project_id = project_id;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
-        let _ = stopped.await;
-    }));
-
-    let result = scenario(&client, &cloud, &ns, &cluster_id, trunks).await;
-
-    // Clean up whatever the scenario left, then stop the controller.
-    if result.is_err() {
-        let _ = strip_and_delete_all(&client, &ns).await;
-        let _ = delete_tagged(&cloud, &cluster_id).await;
+            )
+            .await?;
+        let mut config = Config::new(&cluster_id, subnet_id);
+        config.namespace = Some(ns.clone());
+        config.project_id = project_id;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
+            let _ = stopped.await;
+        }));
+        Ok(Harness {
+            client,
+            cloud,
+            ns,
+            cluster_id,
+            stop,
+            controller,
+        })
     }
-    let _ = stop.send(());
-    let stopped = tokio::time::timeout(Duration::from_secs(30), controller).await;
-    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
-    result?;
-    match stopped {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(e))) => Err(e),
-        Ok(Err(e)) => bail!("controller task panicked: {e}"),
-        Err(_) => bail!("controller did not stop within 30 s"),
+
+    /// Cleans up whatever the scenario left (after a failure), stops the controller, deletes the namespace.
+    async fn finish(self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        if result.is_err() {
+            let _ = strip_and_delete_all(&self.client, &self.ns).await;
+            let _ = delete_tagged(&self.cloud, &self.cluster_id).await;
+        }
+        let _ = self.stop.send(());
+        let stopped = tokio::time::timeout(Duration::from_secs(30), self.controller).await;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces.delete(&self.ns, &DeleteParams::default()).await;
+        result?;
+        match stopped {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(e)) => bail!("controller task panicked: {e}"),
+            Err(_) => bail!("controller did not stop within 30 s"),
+        }
     }
 }
 
@@ -435,5 +479,115 @@ impl SimCloud {
             subnet_id: subnet.id,
             trunks: parents.into_iter().collect(),
         })
+    }
+}
+
+/// Fault injection on cloudsim, one pod at a time on vm1.
+async fn faults(h: &Harness, sim: &SimCloud) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), &h.ns);
+    let kps: Api<KuryrPort> = Api::namespaced(h.client.clone(), &h.ns);
+    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
+    let count = |op: &str| sim.handle.calls_matching(op).len();
+    let (node, trunk_id) = ("vm1", sim.trunks["vm1"].clone());
+
+    // 1. add_subports refused once with a 409 that is not about the VLAN: the port is deleted, VLAN 1
+    //    released, the failure reported, and the retry wires the pod on VLAN 1 with a new port.
+    sim.handle.add_fault(FaultRule {
+        op: "neutron.trunks.add_subports".into(),
+        count: Some(1),
+        status: Some(409),
+        kind: Some("PortInUse".into()),
+        message: Some("injected".into()),
+        ..FaultRule::default()
+    });
+    pods.create(&PostParams::default(), &mk_pod("refused", node))
+        .await?;
+    let vif = wait_wired(&kps, "refused").await?;
+    ensure!(
+        vif.vlan_id == Some(1),
+        "VLAN 1 is handed out again, got {:?}",
+        vif.vlan_id
+    );
+    ensure!(
+        (count("neutron.ports.bulk_create"), count("neutron.ports.delete")) == (2, 1),
+        "one port rolled back, one kept: {} creates, {} deletes",
+        count("neutron.ports.bulk_create"),
+        count("neutron.ports.delete")
+    );
+    let warned = events.list(&ListParams::default()).await?.items.iter().any(|e| {
+        e.involved_object.name.as_deref() == Some("refused")
+            && e.type_.as_deref() == Some("Warning")
+            && e.reason.as_deref() == Some("NeutronError")
+    });
+    ensure!(warned, "no Warning Event NeutronError on the KuryrPort");
+
+    // 2. add_subports carried out but its answer lost (500; the client retries): the retry's answer is
+    //    resolved against the trunk, no second port is made, the pod gets VLAN 2.
+    sim.handle.add_fault(FaultRule {
+        op: "neutron.trunks.add_subports".into(),
+        count: Some(1),
+        status: Some(500),
+        execute: true,
+        ..FaultRule::default()
+    });
+    pods.create(&PostParams::default(), &mk_pod("lost", node)).await?;
+    let vif = wait_wired(&kps, "lost").await?;
+    ensure!(vif.vlan_id == Some(2), "VLAN 2 expected, got {:?}", vif.vlan_id);
+    ensure!(
+        (count("neutron.ports.bulk_create"), count("neutron.ports.delete")) == (3, 1),
+        "no extra port for a lost answer: {} creates, {} deletes",
+        count("neutron.ports.bulk_create"),
+        count("neutron.ports.delete")
+    );
+    let trunk = trunks::get(&h.cloud, &trunk_id).await?;
+    let vlans: BTreeSet<u32> = trunk.sub_ports.iter().map(|s| s.segmentation_id).collect();
+    ensure!(vlans == BTreeSet::from([1, 2]), "trunk subports {vlans:?}");
+
+    // Both go away with nothing left.
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    for name in ["refused", "lost"] {
+        pods.delete(name, &dp).await?;
+    }
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    while !pods.list(&ListParams::default()).await?.items.is_empty()
+        || !kps.list(&ListParams::default()).await?.items.is_empty()
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "pods or KuryrPorts left after {GONE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ensure!(
+        trunks::get(&h.cloud, &trunk_id).await?.sub_ports.is_empty(),
+        "subports left"
+    );
+    let tagged = ports::list(
+        &h.cloud,
+        Filter::new().tags(&Owner::cluster_filter(&h.cluster_id)),
+    )
+    .await?;
+    ensure!(tagged.is_empty(), "{} tagged ports left", tagged.len());
+    Ok(())
+}
+
+/// Waits for the KuryrPort `name` to be Ready; returns its eth0 VIF.
+async fn wait_wired(kps: &Api<KuryrPort>, name: &str) -> anyhow::Result<kuryr_api::Vif> {
+    let deadline = Instant::now() + WIRE_TIMEOUT;
+    loop {
+        if let Some(kp) = kps.get_opt(name).await? {
+            if is_ready(&kp) {
+                let status = kp.status.context("status")?;
+                return Ok(status.vifs.get("eth0").context("eth0")?.vif.clone());
+            }
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{name} not wired within {WIRE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -95,7 +95,7 @@ async fn attach(ctx: &Context, node: &str, parent: &Parent, port_id: &str) -> Re
                 return Ok(vlan);
             }
             Err(e) if e.is_conflict() && tries < ATTACH_TRIES => {
-                warn!(trunk = trunk_id, vlan, error = %e, "VLAN taken meanwhile; re-reading the trunk");
+                warn!(trunk = trunk_id, vlan, error = %e, "add_subports refused (409); re-reading the trunk");
                 let trunk = match trunks::get(&ctx.cloud, trunk_id).await {
                     Ok(t) => convert::trunk(&t),
                     Err(e) => {

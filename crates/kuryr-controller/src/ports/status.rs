@@ -50,3 +50,58 @@ pub async fn write(ctx: &Context, kp: &KuryrPort, status: &KuryrPortStatus) -> R
     ctx.wrote_status(kp.metadata.uid.as_deref().unwrap_or_default(), status);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use kuryr_api::conditions::find_condition;
+    use kuryr_api::KuryrPortSpec;
+    use kuryr_core::CoreError;
+
+    use super::*;
+
+    fn mk_kp() -> KuryrPort {
+        let mut kp = KuryrPort::new(
+            "web",
+            KuryrPortSpec {
+                pod_uid: "uid-1".into(),
+                pod_node_name: "w1".into(),
+                pod_static: false,
+                vif_type: None,
+                project_id: None,
+                subnet_ids: None,
+                security_group_ids: None,
+            },
+        );
+        kp.metadata.generation = Some(3);
+        kp
+    }
+
+    #[test]
+    fn a_failure_sets_ready_false_with_its_reason_and_a_success_clears_it() {
+        let kp = mk_kp();
+        let mut st = KuryrPortStatus::default();
+        let err = Error::Core(CoreError::VlanRangeExhausted {
+            trunk_id: "t".into(),
+            first: 1,
+            last: 4094,
+        });
+        mark_failed(&kp, &mut st, &err);
+        let ready = find_condition(&st.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "VlanRangeExhausted");
+        assert_eq!(ready.status, ConditionStatus::False);
+
+        mark(&kp, &mut st);
+        let ready = find_condition(&st.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "Allocating");
+        assert_eq!(st.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn a_non_core_failure_carries_its_own_reason() {
+        let mut st = KuryrPortStatus::default();
+        mark_failed(&mk_kp(), &mut st, &Error::NodeNotFound("w1".into()));
+        let ready = find_condition(&st.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "NodeNotFound");
+        assert!(ready.message.contains("w1"));
+    }
+}
