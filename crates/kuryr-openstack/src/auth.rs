@@ -23,6 +23,7 @@ use tracing::{debug, info};
 
 use crate::config::AuthSource;
 use crate::errors::{Error, Result, Service};
+use crate::gate::Gate;
 
 /// The SDK finds auth plugins through `inventory`; its build script fails to reference the plugin crates,
 /// so the linker may drop them and the method is "not supported" at runtime (pitfall 3). Naming their
@@ -139,6 +140,7 @@ pub(crate) enum Session {
 }
 
 pub(crate) struct Keystone {
+    gate: Arc<Gate>,
     config: CloudConfig,
     current: RwLock<Arc<Credentials>>,
     /// Single-flight for logins: concurrent 401s or renewals wait for one login.
@@ -218,7 +220,7 @@ impl Tls {
 }
 
 impl Session {
-    pub(crate) async fn open(source: &AuthSource, margin: Duration) -> Result<Session> {
+    pub(crate) async fn open(source: &AuthSource, margin: Duration, gate: Arc<Gate>) -> Result<Session> {
         anchor_auth_plugins();
         if let AuthSource::NoAuth {
             network_url,
@@ -255,8 +257,9 @@ impl Session {
                 project_id,
             })));
         }
-        let creds = login(&cfg, 1).await?;
+        let creds = gated_login(&gate, &cfg, 1).await?;
         Ok(Session::Keystone(Box::new(Keystone {
+            gate,
             config: cfg,
             current: RwLock::new(Arc::new(creds)),
             login: tokio::sync::Mutex::new(()),
@@ -325,7 +328,7 @@ impl Keystone {
         if cur.generation != seen {
             return Ok(false);
         }
-        let creds = login(&self.config, seen + 1).await?;
+        let creds = gated_login(&self.gate, &self.config, seen + 1).await?;
         info!(
             generation = creds.generation,
             expires_at = ?creds.expires_at,
@@ -334,6 +337,31 @@ impl Keystone {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(creds);
         Ok(true)
     }
+}
+
+/// Op name of a login in the metrics (Keystone's `POST /v3/auth/tokens`).
+pub const LOGIN_OP: &str = "keystone.tokens.issue";
+
+/// A login through the client's gate: it waits for a slot and a rate-limiter token like any call, and is
+/// counted and timed as `keystone.tokens.issue` (201 on success; 401 when Keystone refused the
+/// credentials; 0, "transport", when it could not be reached or answered otherwise).
+async fn gated_login(gate: &Gate, cfg: &CloudConfig, generation: u64) -> Result<Credentials> {
+    let permit = gate.enter().await?;
+    let start = std::time::Instant::now();
+    let result = login(cfg, generation).await;
+    drop(permit);
+    let status = match &result {
+        Ok(_) => 201,
+        Err(e) if refused(&e.to_string()) => 401,
+        Err(_) => 0,
+    };
+    gate.record(LOGIN_OP, "POST", status, start.elapsed(), 1);
+    result
+}
+
+fn refused(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("401") || m.contains("unauthorized") || m.contains("requires authentication")
 }
 
 /// A fresh login through a new SDK session (no token cache, on disk or in memory).

@@ -10,16 +10,16 @@ use secrecy::ExposeSecret;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 use tracing::{debug, warn, Instrument};
 
 use crate::auth::{Credentials, Endpoints, Session};
 use crate::config::ClientConfig;
 use crate::errors::{ApiFailure, Error, Result, Service};
-use crate::metrics::{CallObserver, CallRecord, Metrics};
+use crate::gate::Gate;
+use crate::metrics::{CallObserver, Metrics};
 use crate::neutron::extensions::NeutronFeatures;
 use crate::octavia::versions::OctaviaFeatures;
-use crate::ratelimit::TokenBucket;
 use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, TransportKind};
 
 /// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiter, the
@@ -32,11 +32,8 @@ pub struct Cloud {
 struct Inner {
     http: reqwest::Client,
     session: Session,
-    limiter: TokenBucket,
-    slots: Semaphore,
+    gate: Arc<Gate>,
     retry: RetryPolicy,
-    metrics: Arc<Metrics>,
-    observer: Option<Arc<dyn CallObserver>>,
     neutron_features: OnceCell<NeutronFeatures>,
     octavia_features: OnceCell<OctaviaFeatures>,
 }
@@ -130,7 +127,9 @@ impl Cloud {
         config: ClientConfig,
         observer: Option<Arc<dyn CallObserver>>,
     ) -> Result<Cloud> {
-        let session = Session::open(&config.auth, config.token_renew_margin).await?;
+        // Logins pass the same gate as every other call: rate-limited, capped, counted.
+        let gate = Arc::new(Gate::new(config.rate_limit, config.max_concurrency, observer));
+        let session = Session::open(&config.auth, config.token_renew_margin, gate.clone()).await?;
         let builder = crate::auth::Tls::of(&config.auth)?.apply(reqwest::Client::builder())?;
         let http = builder
             .connect_timeout(config.connect_timeout)
@@ -142,11 +141,8 @@ impl Cloud {
             inner: Arc::new(Inner {
                 http,
                 session,
-                limiter: TokenBucket::new(config.rate_limit),
-                slots: Semaphore::new(config.max_concurrency.max(1)),
+                gate,
                 retry: config.retry,
-                metrics: Arc::new(Metrics::default()),
-                observer,
                 neutron_features: OnceCell::new(),
                 octavia_features: OnceCell::new(),
             }),
@@ -154,7 +150,11 @@ impl Cloud {
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
+        self.inner.gate.metrics()
+    }
+
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.inner.gate
     }
 
     /// The project the token is scoped to (or the noauth project).
@@ -219,15 +219,7 @@ impl Cloud {
             attempt += 1;
             let (creds, _) = inner.session.current().await?;
             let url = build_url(creds.endpoints.base(req.service), &req.path, &req.query);
-            let permit = inner
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| Error::Config("client closed".to_owned()))?;
-            let waited = inner.limiter.acquire().await;
-            if !waited.is_zero() {
-                inner.metrics.record_ratelimit_wait(waited);
-            }
+            let permit = inner.gate.enter().await?;
             let mut rb = inner
                 .http
                 .request(req.method.clone(), url.clone())
@@ -249,16 +241,9 @@ impl Cloud {
                 Ok((status, rid, bytes)) => (status, bytes, rid, None),
                 Err(e) => (0, Vec::new(), None, Some(e)),
             };
-            inner.metrics.record_call(req.op, status, elapsed);
-            if let Some(o) = &inner.observer {
-                o.observe(&CallRecord {
-                    op: req.op,
-                    method: req.method.as_str(),
-                    status,
-                    duration: elapsed,
-                    attempt,
-                });
-            }
+            inner
+                .gate
+                .record(req.op, req.method.as_str(), status, elapsed, attempt);
             let outcome = match &transport {
                 Some(e) => Outcome::Transport(transport_kind(e)),
                 None => Outcome::Response {
@@ -277,14 +262,14 @@ impl Cloud {
                 }
                 Decision::Reauth if !reauthed => {
                     reauthed = true;
-                    inner.metrics.record_reauth();
+                    inner.gate.metrics().record_reauth();
                     warn!(op = req.op, "token refused (401); logging in again");
                     inner.session.refresh(creds.generation).await?;
                     // The refused try does not use up the retry budget.
                     attempt -= 1;
                 }
                 Decision::Retry(reason) if inner.retry.allows_another(reason, attempt) => {
-                    inner.metrics.record_retry(req.op, reason.as_str());
+                    inner.gate.metrics().record_retry(req.op, reason.as_str());
                     let delay = inner.retry.delay(attempt, fastrand::f64());
                     warn!(
                         op = req.op,

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod errors;
+mod gate;
 pub mod metrics;
 pub mod neutron;
 pub mod octavia;

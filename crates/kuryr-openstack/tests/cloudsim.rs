@@ -470,6 +470,8 @@ async fn token_auth_type_and_call_observer() {
     assert_eq!(
         *seen.0.lock().unwrap(),
         vec![
+            // The token login at connect time passes the same observer.
+            ("keystone.tokens.issue".to_owned(), 201, 1),
             ("neutron.networks.list".to_owned(), 502, 1),
             ("neutron.networks.list".to_owned(), 200, 2)
         ]
@@ -504,4 +506,29 @@ async fn failed_early_renewal_keeps_using_the_valid_token() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     networks::list(&cloud, Filter::new()).await.unwrap();
     assert_eq!(cloud.credentials().generation, gen0 + 1);
+}
+
+#[tokio::test]
+async fn logins_and_the_version_document_are_counted_like_every_call() {
+    let env = start(Profile::zero()).await;
+    let cloud = env.cloud("sim").await;
+    cloud.octavia_features().await.unwrap();
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    env.sim.expire_tokens();
+    // 401, one re-login, the repeat.
+    networks::list(&cloud, Filter::new()).await.unwrap();
+    let m = cloud.metrics().snapshot();
+    let issued = env.sim.calls_matching("keystone.tokens.issue").len() as u64;
+    assert_eq!(issued, 2);
+    assert_eq!(m.count_outcome(kuryr_openstack::auth::LOGIN_OP, "2xx"), issued);
+    assert_eq!(m.count_outcome("octavia.versions", "2xx"), 1);
+    assert_eq!(m.reauths, 1);
+    // Every call the server saw, bar Keystone's own discovery GETs the SDK makes inside a login, is counted.
+    let seen = env
+        .sim
+        .calls()
+        .into_iter()
+        .filter(|c| !c.op.starts_with("keystone.version"))
+        .count() as u64;
+    assert_eq!(m.total_calls(), seen, "{m:#?}");
 }

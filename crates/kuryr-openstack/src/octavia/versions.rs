@@ -151,19 +151,30 @@ struct VersionDoc {
 pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
     let url = cloud.endpoints().root(Service::LoadBalancer);
     let op = "octavia.versions";
-    let resp = cloud
-        .http()
-        .get(url)
-        .header(ACCEPT, "application/json")
-        .send()
-        .await
-        .map_err(|source| Error::Transport {
-            service: Service::LoadBalancer,
-            op,
-            attempts: 1,
-            source,
-        })?;
-    let bytes = resp.bytes().await.map_err(|source| Error::Transport {
+    // Outside the versioned root, so not through `execute`, but through the same gate and metrics.
+    let gate = cloud.gate();
+    let permit = gate.enter().await?;
+    let start = std::time::Instant::now();
+    let sent = async {
+        let resp = cloud
+            .http()
+            .get(url)
+            .header(ACCEPT, "application/json")
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        Ok::<_, reqwest::Error>((status, resp.bytes().await?))
+    }
+    .await;
+    drop(permit);
+    gate.record(
+        op,
+        "GET",
+        sent.as_ref().map_or(0, |(s, _)| *s),
+        start.elapsed(),
+        1,
+    );
+    let (_, bytes) = sent.map_err(|source| Error::Transport {
         service: Service::LoadBalancer,
         op,
         attempts: 1,
