@@ -65,6 +65,8 @@ pub struct World {
     pub pools: BTreeMap<String, Pool>,
     pub members: BTreeMap<String, Member>,
     pub healthmonitors: BTreeMap<String, HealthMonitor>,
+    /// Octavia per-project quota overrides (`PUT /v2/lbaas/quotas/{project}`); default -1 (unlimited).
+    pub octavia_quotas: HashMap<String, BTreeMap<String, i64>>,
 }
 
 impl World {

@@ -60,6 +60,7 @@ conformance!(
     lb_same_port_tcp_and_udp,
     errors_not_found_and_bad_request,
     errors_over_quota,
+    errors_octavia_quota,
     auth_password,
     auth_application_credential,
     auth_token_expires_mid_run,

@@ -109,6 +109,7 @@ pub async fn create(
     let mut jobs = sh.jobs();
     let result = {
         let mut w = sh.world();
+        super::quotas::check_load_balancer(&w, &project)?;
         create_lb(&sh, &mut w, &mut jobs, &profile, &project, &provider, &m)
     };
     sh.run_jobs(jobs);

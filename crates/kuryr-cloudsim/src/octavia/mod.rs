@@ -9,6 +9,7 @@ pub mod members;
 pub mod model;
 pub mod pools;
 pub mod provisioning;
+pub mod quotas;
 pub mod status;
 
 use std::sync::Arc;
@@ -32,6 +33,28 @@ fn both<H: Handler<T, S> + Clone, T: 'static>(r: &mut Routes, m: Method, path: &
 }
 
 pub fn register(r: &mut Routes) {
+    both(r, M::GET, "/lbaas/quotas", "octavia.quotas.list", quotas::list);
+    both(
+        r,
+        M::GET,
+        "/lbaas/quotas/{project}",
+        "octavia.quotas.show",
+        quotas::show,
+    );
+    both(
+        r,
+        M::PUT,
+        "/lbaas/quotas/{project}",
+        "octavia.quotas.update",
+        quotas::update,
+    );
+    both(
+        r,
+        M::DELETE,
+        "/lbaas/quotas/{project}",
+        "octavia.quotas.reset",
+        quotas::reset,
+    );
     use Method as M;
     r.get(&["/load-balancer"], "/", "octavia.versions", versions);
     r.get(&[""], "/load-balancer/", "octavia.versions", versions);

@@ -7,6 +7,7 @@ pub mod loadbalancers;
 pub mod members;
 pub mod pools;
 pub mod providers;
+pub mod quotas;
 pub mod status;
 pub mod versions;
 

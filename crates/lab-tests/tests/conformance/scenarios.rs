@@ -17,6 +17,7 @@ use kuryr_openstack::octavia::listeners::{self, CreateListener};
 use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer, LoadBalancer};
 use kuryr_openstack::octavia::members::{self, CreateMember};
 use kuryr_openstack::octavia::pools::CreatePool;
+use kuryr_openstack::octavia::quotas as octavia_quotas;
 use kuryr_openstack::{waiter, Cloud, ErrorKind, RetryPolicy, Service};
 use reqwest::Method;
 use serde_json::json;
@@ -838,6 +839,66 @@ pub async fn errors_not_found_and_bad_request(x: Ctx) -> anyhow::Result<()> {
 }
 
 /// OverQuota is classified (retried a bounded number of times, then reported as such). Runs in a project of
+/// Octavia quota: a project (admin creates on its behalf) with `load_balancer: 0`; a create is 403 "Quota
+/// has been met", classified OverQuota and given up after `over_quota_attempts`. The quota is reset
+/// afterwards whatever happened.
+pub async fn errors_octavia_quota(x: Ctx) -> anyhow::Result<()> {
+    let b = &x.b;
+    let project = format!("{:032x}", fastrand::u128(..));
+    let limits = [("load_balancer".to_owned(), 0)].into_iter().collect();
+    let set = octavia_quotas::update(&b.cloud, &project, &limits).await;
+    let result = match set {
+        Ok(q) => octavia_quota_refuses(&x, &project, &q).await,
+        Err(e) => Err(e.into()),
+    };
+    let reset = octavia_quotas::reset(&b.cloud, &project).await;
+    let after = octavia_quotas::get(&b.cloud, &project).await;
+    result?;
+    reset?;
+    let after = after?;
+    ensure!(after.get("load_balancer") == Some(&-1), "after reset: {after:?}");
+    Ok(())
+}
+
+async fn octavia_quota_refuses(
+    x: &Ctx,
+    project: &str,
+    q: &kuryr_openstack::neutron::quotas::Quota,
+) -> anyhow::Result<()> {
+    let b = &x.b;
+    ensure!(
+        q.get("load_balancer") == Some(&0) && q.get("loadbalancer") == Some(&0),
+        "{q:?}"
+    );
+    let req = CreateLoadBalancer {
+        name: b.name("lb-quota"),
+        vip_subnet_id: Some(b.service_subnet_id.clone()),
+        provider: Some("ovn".to_owned()),
+        project_id: Some(project.to_owned()),
+        ..CreateLoadBalancer::default()
+    };
+    let err = match loadbalancers::create(&b.cloud, &req).await {
+        Ok(lb) => {
+            x.c.push(Item::LoadBalancer(lb.id.clone()));
+            bail!("LB created over a quota of 0: {lb:?}");
+        }
+        Err(e) => e,
+    };
+    let attempts = err.api().map(|a| a.attempts);
+    ensure!(
+        err.status() == Some(403)
+            && err.is_over_quota()
+            && attempts == Some(RetryPolicy::default().over_quota_attempts),
+        "{err} (attempts {attempts:?})"
+    );
+    ensure!(
+        err.api()
+            .is_some_and(|a| a.message.contains("Quota has been met")),
+        "{err}"
+    );
+    Ok(())
+}
+
 /// its own (admin creates on its behalf) so the low quota cannot disturb other tests.
 pub async fn errors_over_quota(x: Ctx) -> anyhow::Result<()> {
     let (b, c) = (&x.b, &x.c);
