@@ -95,12 +95,53 @@ pub fn schedule(sh: &Shared, w: &World, jobs: &mut Jobs, lb_id: &str, phase: LbP
                 jobs.at(d2, move |w, _| settle_objects(w, &children));
             })
         }
+        None if !timing.member_removal_lag.is_zero() => {
+            let lag = timing.member_removal_lag.clone();
+            jobs.at(delay, move |w, jobs| {
+                if !current(w) {
+                    return;
+                }
+                // ovn: the LB and pool read ACTIVE while removed members are still listed.
+                let removed = settle_keeping_removed_members(w, &id);
+                if !removed.is_empty() {
+                    let d2 = jobs.delay(&lag);
+                    jobs.at(d2, move |w, _| {
+                        for m in &removed {
+                            let gone = w
+                                .members
+                                .get(m)
+                                .is_some_and(|x| x.provisioning_status == PENDING_DELETE);
+                            if gone {
+                                remove_member(w, m);
+                            }
+                        }
+                    });
+                }
+            })
+        }
         None => jobs.at(delay, move |w, _| {
             if current(w) {
                 settle(w, &id);
             }
         }),
     }
+}
+
+/// `settle`, except that members being deleted stay, PENDING_DELETE; returns their ids.
+fn settle_keeping_removed_members(w: &mut World, lb_id: &str) -> Vec<String> {
+    let (listeners, pools, members, hms) = tree_ids(w, lb_id);
+    let (removed, rest): (Vec<String>, Vec<String>) = members.into_iter().partition(|m| {
+        w.members
+            .get(m)
+            .is_some_and(|x| x.provisioning_status == PENDING_DELETE)
+    });
+    settle_objects(w, &(listeners, pools, rest, hms));
+    if let Some(lb) = w.lbs.get_mut(lb_id) {
+        lb.provisioning_status = ACTIVE.to_owned();
+        lb.operating_status = online(lb.admin_state_up);
+        lb.updated_at = Some(octavia_now());
+    }
+    removed
 }
 
 /// Ids of every child in the LB's tree: (listeners, pools, members, health monitors).

@@ -120,7 +120,14 @@ impl Backend {
     }
 
     async fn sim() -> anyhow::Result<Backend> {
-        let (_, sim) = Sim::new(Profile::zero()).spawn_on("127.0.0.1:0").await?;
+        // Instant, except the ovn provider's removed-member lag (seen on the lab), which `wait_members`
+        // must sit out.
+        let mut profile = Profile::zero();
+        profile.time_scale = 1.0;
+        if let Some(ovn) = profile.octavia.providers.get_mut("ovn") {
+            ovn.member_removal_lag = kuryr_cloudsim::profile::Dist::Ms(800.0);
+        }
+        let (_, sim) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
         // A second Keystone whose tokens expire quickly, like the lab's kuryr-lab-short-token.
         let mut short = Profile::zero();
         short.keystone.token_ttl_s = 3;
