@@ -532,3 +532,50 @@ async fn logins_and_the_version_document_are_counted_like_every_call() {
         .count() as u64;
     assert_eq!(m.total_calls(), seen, "{m:#?}");
 }
+
+#[tokio::test]
+async fn ovn_removed_member_lingers_after_active_and_wait_members_sits_it_out() {
+    let mut profile = Profile::zero();
+    profile.time_scale = 1.0;
+    profile
+        .octavia
+        .providers
+        .get_mut("ovn")
+        .unwrap()
+        .member_removal_lag = kuryr_cloudsim::profile::Dist::Ms(600.0);
+    let env = start(profile).await;
+    let cloud = env.cloud("sim").await;
+    let (_, sub) = net_and_subnet(&cloud, "10.6.0.0/24").await;
+    let body = lb_body(&sub, "ovn", &[("10.6.0.10", 8080), ("10.6.0.11", 8080)]);
+    let lb = loadbalancers::create(&cloud, &body).await.unwrap();
+    let tree = waiter::wait_lb_active(&cloud, &lb.id, &WaitOptions::default())
+        .await
+        .unwrap();
+    let pool = tree.loadbalancer.listeners[0].pools[0].node.id.clone();
+    members::batch_replace(
+        &cloud,
+        &pool,
+        &[CreateMember::new("10.6.0.10", 8080).on_subnet(&sub)],
+    )
+    .await
+    .unwrap();
+    // The LB reads ACTIVE at once (zero update time), the removed member is still there, PENDING_DELETE.
+    let got = loadbalancers::get(&cloud, &lb.id).await.unwrap();
+    assert_eq!(got.provisioning_status, "ACTIVE");
+    let listed = members::list(&cloud, &pool).await.unwrap();
+    let removed = listed.iter().find(|m| m.address == "10.6.0.11").unwrap();
+    assert_eq!(removed.provisioning_status, "PENDING_DELETE");
+    let t0 = Instant::now();
+    let now = waiter::wait_members(
+        &cloud,
+        &lb.id,
+        &pool,
+        &[("10.6.0.10".to_owned(), 8080)],
+        &WaitOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(now.len(), 1);
+    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    loadbalancers::delete(&cloud, &lb.id, true).await.unwrap();
+}
