@@ -17,12 +17,21 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Says why a test skips, straight to stderr: `eprintln!` is captured by the test harness and would hide the
+/// reason of a passing (skipped) test from the CI log.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP {reason}");
+}
+
 /// Returns false (after saying why) when the test cannot run here.
 pub fn require_root(test: &str) -> bool {
     if is_root() {
         return true;
     }
-    eprintln!("SKIP {test}: needs root (creates network namespaces); CI runs these as root");
+    skip(&format!(
+        "{test}: needs root (creates network namespaces); CI runs these as root"
+    ));
     false
 }
 
