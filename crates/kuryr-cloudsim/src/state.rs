@@ -1,13 +1,22 @@
 //! Shared state, the per-request context and deferred background transitions.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::Value;
+
 use crate::calllog::CallLog;
+use crate::errors::{ApiError, ApiResult};
 use crate::faults::Faults;
 use crate::keystone::Tokens;
+use crate::neutron::model::to_json;
+use crate::neutron::ok;
 use crate::profile::{Dist, Profile};
+use crate::query::{project, Query};
 use crate::world::World;
 
 pub struct Shared {
@@ -88,6 +97,38 @@ impl Shared {
             profile: self.profile(),
             rng: self.fork_rng(),
         }
+    }
+
+    /// Runs `f` on the locked world, then the jobs it queued once the lock is released.
+    pub fn mutate<R>(self: &Arc<Self>, f: impl FnOnce(&mut World, &mut Jobs) -> R) -> R {
+        let mut jobs = self.jobs();
+        let result = {
+            let mut w = self.world();
+            f(&mut w, &mut jobs)
+        };
+        self.run_jobs(jobs);
+        result
+    }
+
+    /// Serializes every resource of one map (the world lock is held only while collecting).
+    pub fn all_json<T: Serialize>(&self, map: impl FnOnce(&World) -> &BTreeMap<String, T>) -> Vec<Value> {
+        map(&self.world()).values().map(to_json).collect()
+    }
+
+    /// GET of one resource: `{singular: ...}` projected by `?fields=`, or `not_found(id)`.
+    pub fn show_json<T: Serialize>(
+        &self,
+        map: impl FnOnce(&World) -> &BTreeMap<String, T>,
+        id: &str,
+        singular: &str,
+        not_found: impl FnOnce(&str) -> ApiError,
+        q: Option<&str>,
+    ) -> ApiResult<Response> {
+        let v = map(&self.world())
+            .get(id)
+            .map(to_json)
+            .ok_or_else(|| not_found(id))?;
+        Ok(ok(singular, project(v, &Query::parse(q))))
     }
 
     /// Runs deferred transitions: zero delays now (so the next request already sees them), others on

@@ -16,17 +16,21 @@ pub mod subnets;
 pub mod tags;
 pub mod trunks;
 
+use std::collections::BTreeMap;
+
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::errors::{ApiError, ApiResult};
-use crate::query::{list_body, ListParams};
+use crate::query::{list_body, ListParams, Query};
 use crate::routes::{Routes, NEUTRON};
-use crate::state::Ctx;
+use crate::state::{Ctx, Shared};
+use crate::world::World;
 
 pub fn register(r: &mut Routes) {
     r.get(&["/networking"], "/", "neutron.versions", extensions::versions);
@@ -394,6 +398,19 @@ pub fn created(key: &str, v: Value) -> Response {
 
 pub fn ok(key: &str, v: Value) -> Response {
     Json(wrap(key, v)).into_response()
+}
+
+/// GET of a collection kept in one world map: every resource, filtered and paginated.
+pub fn list_all<T: Serialize>(
+    sh: &Shared,
+    ctx: &Ctx,
+    q: Option<&str>,
+    collection: &str,
+    map: impl FnOnce(&World) -> &BTreeMap<String, T>,
+) -> Response {
+    let params = ListParams::from_query(&Query::parse(q), &[]);
+    let items = sh.all_json(map);
+    list_response(ctx, &params, collection, items)
 }
 
 /// Filters, paginates and wraps rendered objects.

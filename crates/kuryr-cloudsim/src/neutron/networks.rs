@@ -10,11 +10,10 @@ use axum::Extension;
 
 use super::model::{to_json, Network, Std};
 use super::{
-    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
-    resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_all, not_found, ok, refuse_body_tags, resource_body,
+    str_field,
 };
 use crate::errors::{ApiError, ApiResult};
-use crate::query::{project, ListParams, Query};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
 
@@ -27,9 +26,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = sh.world().networks.values().map(to_json).collect();
-    list_response(&ctx, &params, "networks", items)
+    list_all(&sh, &ctx, q.as_deref(), "networks", |w| &w.networks)
 }
 
 pub async fn show(
@@ -37,13 +34,7 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .networks
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| net_not_found(&id))?;
-    Ok(ok("network", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.networks, &id, "network", net_not_found, q.as_deref())
 }
 
 pub async fn create(

@@ -298,41 +298,35 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let v = parse_json(&body)?;
     let profile = sh.profile();
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        match (v.get("ports"), v.get("port")) {
-            (Some(Value::Array(items)), _) => {
-                let maps = items
+    sh.mutate(|w, jobs| match (v.get("ports"), v.get("port")) {
+        (Some(Value::Array(items)), _) => {
+            let maps = items
+                .iter()
+                .map(|i| {
+                    i.as_object()
+                        .cloned()
+                        .ok_or_else(|| ApiError::bad_request("Invalid port in bulk request"))
+                })
+                .collect::<ApiResult<Vec<_>>>()?;
+            bulk_create(w, jobs, &profile, &ctx, &maps).map(|ids| {
+                let ports: Vec<Value> = ids
                     .iter()
-                    .map(|i| {
-                        i.as_object()
-                            .cloned()
-                            .ok_or_else(|| ApiError::bad_request("Invalid port in bulk request"))
-                    })
-                    .collect::<ApiResult<Vec<_>>>()?;
-                bulk_create(&mut w, &mut jobs, &profile, &ctx, &maps).map(|ids| {
-                    let ports: Vec<Value> = ids
-                        .iter()
-                        .filter_map(|id| w.ports.get(id))
-                        .map(|p| w.render_port(p))
-                        .collect();
-                    (StatusCode::CREATED, Json(json!({ "ports": ports }))).into_response()
-                })
-            }
-            (_, Some(Value::Object(m))) => {
-                let project = ctx.project_for(m, &profile.keystone.default_project);
-                w.check_quota(&project, "port", 1).and_then(|()| {
-                    let id = create_one(&mut w, &mut jobs, &profile, &ctx, m, ctx.ipam_conflict)?;
-                    let p = w.ports.get(&id).ok_or_else(|| port_not_found(&id))?;
-                    Ok((StatusCode::CREATED, Json(json!({ "port": w.render_port(p) }))).into_response())
-                })
-            }
-            _ => Err(ApiError::bad_request("Unable to find 'port' in request body")),
+                    .filter_map(|id| w.ports.get(id))
+                    .map(|p| w.render_port(p))
+                    .collect();
+                (StatusCode::CREATED, Json(json!({ "ports": ports }))).into_response()
+            })
         }
-    };
-    sh.run_jobs(jobs);
-    result
+        (_, Some(Value::Object(m))) => {
+            let project = ctx.project_for(m, &profile.keystone.default_project);
+            w.check_quota(&project, "port", 1).and_then(|()| {
+                let id = create_one(w, jobs, &profile, &ctx, m, ctx.ipam_conflict)?;
+                let p = w.ports.get(&id).ok_or_else(|| port_not_found(&id))?;
+                Ok((StatusCode::CREATED, Json(json!({ "port": w.render_port(p) }))).into_response())
+            })
+        }
+        _ => Err(ApiError::bad_request("Unable to find 'port' in request body")),
+    })
 }
 
 /// All ports or none: quota for the whole batch first, then each; any failure removes those made.
@@ -729,16 +723,12 @@ pub async fn update(
     let req = parse_req(&m)?;
     let expected = if_match(&headers)?;
     let profile = sh.profile();
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        update_port(&mut w, &mut jobs, &profile, &id, &req, expected).map(|()| {
+    sh.mutate(|w, jobs| {
+        update_port(w, jobs, &profile, &id, &req, expected).map(|()| {
             let v = w.ports.get(&id).map(|p| w.render_port(p)).unwrap_or(Value::Null);
             ok("port", v)
         })
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 fn update_port(

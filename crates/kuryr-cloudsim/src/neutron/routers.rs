@@ -14,12 +14,11 @@ use super::networks::net_not_found;
 use super::ports::port_not_found;
 use super::subnets::subnet_not_found;
 use super::{
-    bool_field, check_revision, created, if_match, list_response, ok, parse_json, refuse_body_tags,
-    resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_all, ok, parse_json, refuse_body_tags, resource_body,
+    str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::AllocError;
-use crate::query::{project, ListParams, Query};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
 
@@ -32,9 +31,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = sh.world().routers.values().map(to_json).collect();
-    list_response(&ctx, &params, "routers", items)
+    list_all(&sh, &ctx, q.as_deref(), "routers", |w| &w.routers)
 }
 
 pub async fn show(
@@ -42,13 +39,7 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .routers
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| router_not_found(&id))?;
-    Ok(ok("router", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.routers, &id, "router", router_not_found, q.as_deref())
 }
 
 /// A port owned by no project (router gateways, floating IPs) on `net`, with one address.

@@ -11,12 +11,11 @@ use serde_json::Value;
 
 use super::model::{to_json, Std, SubnetPool};
 use super::{
-    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
-    resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_all, not_found, ok, refuse_body_tags, resource_body,
+    str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::Cidr;
-use crate::query::{project, ListParams, Query};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
 
@@ -29,9 +28,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = sh.world().subnetpools.values().map(to_json).collect();
-    list_response(&ctx, &params, "subnetpools", items)
+    list_all(&sh, &ctx, q.as_deref(), "subnetpools", |w| &w.subnetpools)
 }
 
 pub async fn show(
@@ -39,13 +36,13 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .subnetpools
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| pool_not_found(&id))?;
-    Ok(ok("subnetpool", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(
+        |w| &w.subnetpools,
+        &id,
+        "subnetpool",
+        pool_not_found,
+        q.as_deref(),
+    )
 }
 
 fn parse_prefixes(v: Option<&Value>) -> ApiResult<Vec<Cidr>> {

@@ -12,12 +12,11 @@ use serde_json::Value;
 use super::model::{to_json, AllocationPool, Std, Subnet};
 use super::networks::net_not_found;
 use super::{
-    bool_field, check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags,
-    resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_all, not_found, ok, refuse_body_tags, resource_body,
+    str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::{parse_ip, Cidr, SubnetIpam};
-use crate::query::{project, ListParams, Query};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
 
@@ -30,9 +29,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = sh.world().subnets.values().map(to_json).collect();
-    list_response(&ctx, &params, "subnets", items)
+    list_all(&sh, &ctx, q.as_deref(), "subnets", |w| &w.subnets)
 }
 
 pub async fn show(
@@ -40,13 +37,7 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .subnets
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| subnet_not_found(&id))?;
-    Ok(ok("subnet", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.subnets, &id, "subnet", subnet_not_found, q.as_deref())
 }
 
 fn parse_pools(cidr: &Cidr, v: &Value) -> ApiResult<Vec<(u128, u128)>> {

@@ -14,11 +14,10 @@ use serde_json::{json, Map, Value};
 use super::model::{to_json, Std, SubPort, Trunk};
 use super::ports::port_not_found;
 use super::{
-    bool_field, check_revision, created, if_match, list_response, not_found, ok, parse_json,
-    refuse_body_tags, resource_body, str_field,
+    bool_field, check_revision, created, if_match, list_all, not_found, ok, parse_json, refuse_body_tags,
+    resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
-use crate::query::{project, ListParams, Query};
 use crate::state::{Ctx, Jobs, Shared};
 use crate::world::World;
 
@@ -44,9 +43,7 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     require_extension(&sh)?;
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = sh.world().trunks.values().map(to_json).collect();
-    Ok(list_response(&ctx, &params, "trunks", items))
+    Ok(list_all(&sh, &ctx, q.as_deref(), "trunks", |w| &w.trunks))
 }
 
 pub async fn show(
@@ -55,13 +52,7 @@ pub async fn show(
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     require_extension(&sh)?;
-    let v = sh
-        .world()
-        .trunks
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| trunk_not_found(&id))?;
-    Ok(ok("trunk", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.trunks, &id, "trunk", trunk_not_found, q.as_deref())
 }
 
 fn parse_subports(v: Option<&Value>) -> ApiResult<Vec<SubPort>> {
@@ -189,13 +180,7 @@ pub async fn create(
         ApiError::bad_request("Failed to parse request. Required attribute 'port_id' not specified")
     })?;
     let subs = parse_subports(m.get("sub_ports"))?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        create_trunk(&mut w, &mut jobs, &project, &parent, &m, subs)
-    };
-    sh.run_jobs(jobs);
-    result
+    sh.mutate(|w, jobs| create_trunk(w, jobs, &project, &parent, &m, subs))
 }
 
 fn create_trunk(
@@ -298,13 +283,7 @@ pub async fn add_subports(
 ) -> ApiResult<Response> {
     require_extension(&sh)?;
     let subs = subports_body(&body)?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        add(&mut w, &mut jobs, &id, subs)
-    };
-    sh.run_jobs(jobs);
-    result
+    sh.mutate(|w, jobs| add(w, jobs, &id, subs))
 }
 
 fn add(w: &mut World, jobs: &mut Jobs, id: &str, subs: Vec<SubPort>) -> ApiResult<Response> {

@@ -15,7 +15,6 @@ use super::provisioning::{listeners_of_pool, lock_for_child, schedule};
 use super::{b, body_obj, created, int, invalid_field, list_response, missing_field, ok, s, tags, to_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
-use crate::query::{project, Query};
 use crate::state::{Ctx, Shared};
 use crate::util::{new_id, octavia_now};
 use crate::world::World;
@@ -96,7 +95,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let items = sh.world().healthmonitors.values().map(to_json).collect();
+    let items = sh.all_json(|w| &w.healthmonitors);
     list_response(&ctx, q, "healthmonitors", items)
 }
 
@@ -105,21 +104,19 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .healthmonitors
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| hm_not_found(&id))?;
-    Ok(ok("healthmonitor", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(
+        |w| &w.healthmonitors,
+        &id,
+        "healthmonitor",
+        hm_not_found,
+        q.as_deref(),
+    )
 }
 
 pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Response> {
     let m = body_obj(&body, "healthmonitor")?;
     let pool_id = s(&m, "pool_id").ok_or_else(|| missing_field("pool_id"))?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let pool = w
             .pools
             .get(&pool_id)
@@ -134,15 +131,13 @@ pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Res
             .map(|l| l.provider.clone())
             .unwrap_or_default();
         let hm = build(&pool, &provider, &m)?;
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &pool.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &pool.lb_id, &listeners)?;
         let v = to_json(&hm);
-        insert(&mut w, hm);
-        schedule(&sh, &w, &mut jobs, &pool.lb_id, LbPhase::Update, 0);
+        insert(w, hm);
+        schedule(&sh, w, jobs, &pool.lb_id, LbPhase::Update, 0);
         Ok(created("healthmonitor", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn update(
@@ -152,9 +147,7 @@ pub async fn update(
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "healthmonitor")?;
     super::members::refuse_fixed(&m, "health_monitor_.healthmonitor", &["type", "pool_id"])?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let h = w.healthmonitors.get(&id).ok_or_else(|| hm_not_found(&id))?;
         let pool_id = h.pool_id.clone();
         let pool = w.pools.get(&pool_id).ok_or_else(|| pool_not_found(&pool_id))?;
@@ -163,8 +156,8 @@ pub async fn update(
             return Err(ApiError::immutable("Pool", &pool_id));
         }
         let lb_id = pool.lb_id.clone();
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &lb_id, &listeners)?;
         let x = w.healthmonitors.get_mut(&id).ok_or_else(|| hm_not_found(&id))?;
         if let Some(v) = s(&m, "name") {
             x.name = v;
@@ -197,17 +190,13 @@ pub async fn update(
         x.provisioning_status = PENDING_UPDATE.to_owned();
         x.updated_at = Some(octavia_now());
         let v = to_json(&*x);
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(ok("healthmonitor", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn delete(State(sh): State<Arc<Shared>>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let pool_id = w
             .healthmonitors
             .get(&id)
@@ -218,14 +207,12 @@ pub async fn delete(State(sh): State<Arc<Shared>>, Path(id): Path<String>) -> Ap
             .get(&pool_id)
             .map(|p| p.lb_id.clone())
             .ok_or_else(|| pool_not_found(&pool_id))?;
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &lb_id, &listeners)?;
         if let Some(x) = w.healthmonitors.get_mut(&id) {
             x.provisioning_status = PENDING_DELETE.to_owned();
         }
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(StatusCode::NO_CONTENT)
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }

@@ -15,7 +15,6 @@ use super::{b, body_obj, created, int, invalid_field, list_response, missing_fie
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
 use crate::ipam::Cidr;
-use crate::query::{project, Query};
 use crate::state::{Ctx, Shared};
 use crate::util::{new_id, octavia_now};
 use crate::world::World;
@@ -179,7 +178,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let items = sh.world().listeners.values().map(to_json).collect();
+    let items = sh.all_json(|w| &w.listeners);
     list_response(&ctx, q, "listeners", items)
 }
 
@@ -188,35 +187,31 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .listeners
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| listener_not_found(&id))?;
-    Ok(ok("listener", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(
+        |w| &w.listeners,
+        &id,
+        "listener",
+        listener_not_found,
+        q.as_deref(),
+    )
 }
 
 pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Response> {
     let m = body_obj(&body, "listener")?;
     let lb_id = s(&m, "loadbalancer_id").ok_or_else(|| missing_field("loadbalancer_id"))?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let lb = w.lbs.get(&lb_id).ok_or_else(|| lb_not_found(&lb_id))?;
-        let mut l = build(&w, lb, &m)?;
+        let mut l = build(w, lb, &m)?;
         if let Some(pool) = s(&m, "default_pool_id") {
-            check_default_pool(&w, &lb_id, &l.id, &pool, &l.protocol)?;
+            check_default_pool(w, &lb_id, &l.id, &pool, &l.protocol)?;
             l.default_pool_id = Some(pool);
         }
-        lock_for_child(&mut w, &lb_id, &[])?;
+        lock_for_child(w, &lb_id, &[])?;
         let v = to_json(&l);
-        insert(&mut w, l);
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        insert(w, l);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(created("listener", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn update(
@@ -225,9 +220,7 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "listener")?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let l = w
             .listeners
             .get(&id)
@@ -246,13 +239,13 @@ pub async fn update(
         check_provider(&provider, &l.protocol, &allowed_cidrs)?;
         let new_pool = match m.get("default_pool_id") {
             Some(Value::String(p)) => {
-                check_default_pool(&w, &l.lb_id, &id, p, &l.protocol)?;
+                check_default_pool(w, &l.lb_id, &id, p, &l.protocol)?;
                 Some(Some(p.clone()))
             }
             Some(Value::Null) => Some(None),
             _ => None,
         };
-        lock_for_child(&mut w, &l.lb_id, &[])?;
+        lock_for_child(w, &l.lb_id, &[])?;
         if let Some(p) = &new_pool {
             if let Some(old) = l.default_pool_id.as_ref().and_then(|o| w.pools.get_mut(o)) {
                 old.listeners.retain(|r| r.id != id);
@@ -298,29 +291,23 @@ pub async fn update(
         x.updated_at = Some(octavia_now());
         let v = to_json(&*x);
         let lb_id = x.lb_id.clone();
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(ok("listener", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn delete(State(sh): State<Arc<Shared>>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let lb_id = w
             .listeners
             .get(&id)
             .map(|l| l.lb_id.clone())
             .ok_or_else(|| listener_not_found(&id))?;
-        lock_for_child(&mut w, &lb_id, &[])?;
+        lock_for_child(w, &lb_id, &[])?;
         if let Some(l) = w.listeners.get_mut(&id) {
             l.provisioning_status = PENDING_DELETE.to_owned();
         }
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(StatusCode::NO_CONTENT)
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }

@@ -20,7 +20,7 @@ use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
 use crate::ipam::parse_ip;
 use crate::profile::Profile;
-use crate::query::{project, Query};
+use crate::query::Query;
 use crate::state::{Ctx, Jobs, Shared};
 use crate::util::{new_id, octavia_now};
 use crate::world::World;
@@ -30,7 +30,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let items = sh.world().lbs.values().map(to_json).collect();
+    let items = sh.all_json(|w| &w.lbs);
     list_response(&ctx, q, "loadbalancers", items)
 }
 
@@ -39,13 +39,7 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .lbs
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| lb_not_found(&id))?;
-    Ok(ok("loadbalancer", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.lbs, &id, "loadbalancer", lb_not_found, q.as_deref())
 }
 
 /// The create response: listeners and pools as full objects (members, health monitor inline).
@@ -106,14 +100,10 @@ pub async fn create(
             format!("Provider '{provider}' is not enabled."),
         ));
     }
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        super::quotas::check_load_balancer(&w, &project)?;
-        create_lb(&sh, &mut w, &mut jobs, &profile, &project, &provider, &m)
-    };
-    sh.run_jobs(jobs);
-    result
+    sh.mutate(|w, jobs| {
+        super::quotas::check_load_balancer(w, &project)?;
+        create_lb(&sh, w, jobs, &profile, &project, &provider, &m)
+    })
 }
 
 /// (network, subnet, address to request) of the VIP, from vip_subnet_id / vip_network_id / vip_address.
@@ -427,9 +417,7 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "loadbalancer")?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let lb = w.lbs.get_mut(&id).ok_or_else(|| lb_not_found(&id))?;
         if lb.provisioning_status != ACTIVE {
             return Err(ApiError::octavia(
@@ -459,11 +447,9 @@ pub async fn update(
         lb.updated_at = Some(octavia_now());
         lb.epoch += 1;
         let v = to_json(&*lb);
-        schedule(&sh, &w, &mut jobs, &id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &id, LbPhase::Update, 0);
         Ok(ok("loadbalancer", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn delete(
@@ -472,9 +458,7 @@ pub async fn delete(
     RawQuery(q): RawQuery,
 ) -> ApiResult<StatusCode> {
     let cascade = Query::parse(q.as_deref()).flag("cascade");
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let lb = w.lbs.get(&id).ok_or_else(|| lb_not_found(&id))?;
         if (!lb.listeners.is_empty() || !lb.pools.is_empty()) && !cascade {
             return Err(ApiError::oct_validation(format!(
@@ -519,11 +503,9 @@ pub async fn delete(
             lb.epoch += 1;
             lb.updated_at = Some(octavia_now());
         }
-        schedule(&sh, &w, &mut jobs, &id, LbPhase::Delete, 0);
+        schedule(&sh, w, jobs, &id, LbPhase::Delete, 0);
         Ok(StatusCode::NO_CONTENT)
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 /// For `/_sim/state`.

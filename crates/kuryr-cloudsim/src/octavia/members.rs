@@ -151,11 +151,9 @@ pub async fn create(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "member")?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        let pool = mutable_pool(&w, &pool_id)?;
-        let member = build(&w, &pool, &provider_of(&w, &pool), &m)?;
+    sh.mutate(|w, jobs| {
+        let pool = mutable_pool(w, &pool_id)?;
+        let member = build(w, &pool, &provider_of(w, &pool), &m)?;
         if pool
             .members
             .iter()
@@ -164,15 +162,13 @@ pub async fn create(
         {
             return Err(duplicate(&member.address, member.protocol_port));
         }
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &pool.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &pool.lb_id, &listeners)?;
         let v = to_json(&member);
-        insert(&mut w, member);
-        schedule(&sh, &w, &mut jobs, &pool.lb_id, LbPhase::Update, 0);
+        insert(w, member);
+        schedule(&sh, w, jobs, &pool.lb_id, LbPhase::Update, 0);
         Ok(created("member", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn update(
@@ -182,23 +178,19 @@ pub async fn update(
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "member")?;
     refuse_fixed(&m, "member_.member", &["address", "protocol_port", "subnet_id"])?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        let pool = mutable_pool(&w, &pool_id)?;
+    sh.mutate(|w, jobs| {
+        let pool = mutable_pool(w, &pool_id)?;
         if w.members.get(&id).is_none_or(|x| x.pool_id != pool_id) {
             return Err(member_not_found(&id));
         }
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &pool.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &pool.lb_id, &listeners)?;
         let x = w.members.get_mut(&id).ok_or_else(|| member_not_found(&id))?;
         apply_update(x, &m)?;
         let v = to_json(&*x);
-        schedule(&sh, &w, &mut jobs, &pool.lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &pool.lb_id, LbPhase::Update, 0);
         Ok(ok("member", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 /// Octavia's `MemberPUT` has no address, port or subnet: 400 "Unknown attribute" (seen on Octavia 19).
@@ -240,23 +232,19 @@ pub async fn delete(
     State(sh): State<Arc<Shared>>,
     Path((pool_id, id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        let pool = mutable_pool(&w, &pool_id)?;
+    sh.mutate(|w, jobs| {
+        let pool = mutable_pool(w, &pool_id)?;
         if w.members.get(&id).is_none_or(|x| x.pool_id != pool_id) {
             return Err(member_not_found(&id));
         }
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &pool.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &pool.lb_id, &listeners)?;
         if let Some(x) = w.members.get_mut(&id) {
             x.provisioning_status = PENDING_DELETE.to_owned();
         }
-        schedule(&sh, &w, &mut jobs, &pool.lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &pool.lb_id, LbPhase::Update, 0);
         Ok(StatusCode::NO_CONTENT)
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 /// `PUT /pools/{id}/members?additive_only=`: the body is the pool's whole member set. New
@@ -277,11 +265,9 @@ pub async fn batch_update(
         .iter()
         .map(|m| m.as_object().cloned().ok_or_else(|| invalid_field("members", m)))
         .collect::<ApiResult<_>>()?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
-        let pool = mutable_pool(&w, &pool_id)?;
-        let provider = provider_of(&w, &pool);
+    sh.mutate(|w, jobs| {
+        let pool = mutable_pool(w, &pool_id)?;
+        let provider = provider_of(w, &pool);
         let old: HashMap<(String, u16), String> = pool
             .members
             .iter()
@@ -292,7 +278,7 @@ pub async fn batch_update(
         let mut updates: Vec<(String, &Map<String, Value>)> = Vec::new();
         let mut seen: HashSet<(String, u16)> = HashSet::new();
         for m in &items {
-            let member = build(&w, &pool, &provider, m)?;
+            let member = build(w, &pool, &provider, m)?;
             let key = (member.address.clone(), member.protocol_port);
             if !seen.insert(key.clone()) {
                 return Err(match old.contains_key(&key) {
@@ -316,11 +302,11 @@ pub async fn batch_update(
         if new_members.is_empty() && updates.is_empty() && deleted.is_empty() {
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        let listeners = listeners_of_pool(&w, &pool_id);
-        lock_for_child(&mut w, &pool.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &pool_id);
+        lock_for_child(w, &pool.lb_id, &listeners)?;
         let changed = new_members.len() + updates.len() + deleted.len();
         for member in new_members {
-            insert(&mut w, member);
+            insert(w, member);
         }
         for (id, m) in updates {
             if let Some(x) = w.members.get_mut(&id) {
@@ -332,9 +318,7 @@ pub async fn batch_update(
                 x.provisioning_status = PENDING_DELETE.to_owned();
             }
         }
-        schedule(&sh, &w, &mut jobs, &pool.lb_id, LbPhase::Update, changed);
+        schedule(&sh, w, jobs, &pool.lb_id, LbPhase::Update, changed);
         Ok(StatusCode::ACCEPTED.into_response())
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }

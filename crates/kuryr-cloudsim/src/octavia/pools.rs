@@ -16,7 +16,6 @@ use super::provisioning::{lb_not_found, listeners_of_pool, lock_for_child, sched
 use super::{b, body_obj, created, invalid_field, list_response, missing_field, ok, s, tags, to_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
-use crate::query::{project, Query};
 use crate::state::{Ctx, Shared};
 use crate::util::{new_id, octavia_now};
 use crate::world::World;
@@ -173,7 +172,7 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let items = sh.world().pools.values().map(to_json).collect();
+    let items = sh.all_json(|w| &w.pools);
     list_response(&ctx, q, "pools", items)
 }
 
@@ -182,20 +181,12 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let v = sh
-        .world()
-        .pools
-        .get(&id)
-        .map(to_json)
-        .ok_or_else(|| pool_not_found(&id))?;
-    Ok(ok("pool", project(v, &Query::parse(q.as_deref()))))
+    sh.show_json(|w| &w.pools, &id, "pool", pool_not_found, q.as_deref())
 }
 
 pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Response> {
     let m = body_obj(&body, "pool")?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let (lb_id, listener) = match (s(&m, "listener_id"), s(&m, "loadbalancer_id")) {
             (Some(l), _) => {
                 let li = w
@@ -225,14 +216,12 @@ pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Res
             pool.listeners.push(IdRef::new(&l));
             affected.push(l);
         }
-        lock_for_child(&mut w, &lb_id, &affected)?;
+        lock_for_child(w, &lb_id, &affected)?;
         let v = to_json(&pool);
-        insert(&mut w, pool);
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        insert(w, pool);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(created("pool", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn update(
@@ -241,9 +230,7 @@ pub async fn update(
     body: Bytes,
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "pool")?;
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let p = w.pools.get(&id).ok_or_else(|| pool_not_found(&id))?.clone();
         if p.provisioning_status != ACTIVE {
             return Err(ApiError::immutable("Pool", &id));
@@ -259,8 +246,8 @@ pub async fn update(
             p.session_persistence.clone()
         };
         check_provider(&lb.provider, &algorithm, &p.protocol, sp.as_ref())?;
-        let listeners = listeners_of_pool(&w, &id);
-        lock_for_child(&mut w, &p.lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &id);
+        lock_for_child(w, &p.lb_id, &listeners)?;
         let x = w.pools.get_mut(&id).ok_or_else(|| pool_not_found(&id))?;
         if let Some(v) = s(&m, "name") {
             x.name = v;
@@ -279,24 +266,20 @@ pub async fn update(
         x.provisioning_status = PENDING_UPDATE.to_owned();
         x.updated_at = Some(octavia_now());
         let v = to_json(&*x);
-        schedule(&sh, &w, &mut jobs, &p.lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &p.lb_id, LbPhase::Update, 0);
         Ok(ok("pool", v))
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
 
 pub async fn delete(State(sh): State<Arc<Shared>>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    let mut jobs = sh.jobs();
-    let result = {
-        let mut w = sh.world();
+    sh.mutate(|w, jobs| {
         let lb_id = w
             .pools
             .get(&id)
             .map(|p| p.lb_id.clone())
             .ok_or_else(|| pool_not_found(&id))?;
-        let listeners = listeners_of_pool(&w, &id);
-        lock_for_child(&mut w, &lb_id, &listeners)?;
+        let listeners = listeners_of_pool(w, &id);
+        lock_for_child(w, &lb_id, &listeners)?;
         let (members, hm) = match w.pools.get_mut(&id) {
             Some(p) => {
                 p.provisioning_status = PENDING_DELETE.to_owned();
@@ -312,9 +295,7 @@ pub async fn delete(State(sh): State<Arc<Shared>>, Path(id): Path<String>) -> Ap
         if let Some(h) = hm.and_then(|h| w.healthmonitors.get_mut(&h)) {
             h.provisioning_status = PENDING_DELETE.to_owned();
         }
-        schedule(&sh, &w, &mut jobs, &lb_id, LbPhase::Update, 0);
+        schedule(&sh, w, jobs, &lb_id, LbPhase::Update, 0);
         Ok(StatusCode::NO_CONTENT)
-    };
-    sh.run_jobs(jobs);
-    result
+    })
 }
