@@ -68,7 +68,10 @@ impl Cloud {
         if let Some(t) = &self.token {
             req = req.header("X-Auth-Token", t);
         }
-        if let Some(b) = body {
+        if let Some(mut b) = body {
+            if self.token.is_none() {
+                self.add_noauth_project(&mut b);
+            }
             req = req.json(&b);
         }
         let resp = req.send().await?;
@@ -80,6 +83,19 @@ impl Cloud {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         Ok((status, value))
+    }
+
+    /// Without Keystone, Neutron and Octavia learn the project only from the body: put it into
+    /// `{"<resource>": {...}}` bodies that do not name one.
+    fn add_noauth_project(&self, body: &mut Value) {
+        if let Some(obj) = body.as_object_mut() {
+            if obj.len() == 1 {
+                if let Some(Value::Object(res)) = obj.values_mut().next() {
+                    res.entry("project_id")
+                        .or_insert_with(|| Value::String(self.project_id.clone()));
+                }
+            }
+        }
     }
 
     /// GET that must succeed.
