@@ -112,7 +112,17 @@ impl Shared {
 
     /// Serializes every resource of one map (the world lock is held only while collecting).
     pub fn all_json<T: Serialize>(&self, map: impl FnOnce(&World) -> &BTreeMap<String, T>) -> Vec<Value> {
-        map(&self.world()).values().map(to_json).collect()
+        self.all_rendered(map, |_, x| to_json(x))
+    }
+
+    /// Like [`Shared::all_json`], for resources whose JSON needs the rest of the world (e.g. an SG's rules).
+    pub fn all_rendered<T>(
+        &self,
+        map: impl FnOnce(&World) -> &BTreeMap<String, T>,
+        render: impl Fn(&World, &T) -> Value,
+    ) -> Vec<Value> {
+        let w = self.world();
+        map(&w).values().map(|x| render(&w, x)).collect()
     }
 
     /// GET of one resource: `{singular: ...}` projected by `?fields=`, or `not_found(id)`.
@@ -124,10 +134,26 @@ impl Shared {
         not_found: impl FnOnce(&str) -> ApiError,
         q: Option<&str>,
     ) -> ApiResult<Response> {
-        let v = map(&self.world())
-            .get(id)
-            .map(to_json)
-            .ok_or_else(|| not_found(id))?;
+        self.show_rendered(map, id, singular, not_found, q, |_, x| to_json(x))
+    }
+
+    /// Like [`Shared::show_json`], for resources whose JSON needs the rest of the world.
+    pub fn show_rendered<T>(
+        &self,
+        map: impl FnOnce(&World) -> &BTreeMap<String, T>,
+        id: &str,
+        singular: &str,
+        not_found: impl FnOnce(&str) -> ApiError,
+        q: Option<&str>,
+        render: impl FnOnce(&World, &T) -> Value,
+    ) -> ApiResult<Response> {
+        let v = {
+            let w = self.world();
+            map(&w)
+                .get(id)
+                .map(|x| render(&w, x))
+                .ok_or_else(|| not_found(id))?
+        };
         Ok(ok(singular, project(v, &Query::parse(q))))
     }
 

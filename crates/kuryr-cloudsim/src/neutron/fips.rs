@@ -18,7 +18,7 @@ use super::{
     str_field,
 };
 use crate::errors::{ApiError, ApiResult};
-use crate::query::{project, ListParams, Query};
+use crate::query::{ListParams, Query};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
 
@@ -47,10 +47,7 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> Response {
     let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = {
-        let w = sh.world();
-        w.fips.values().map(|f| render(&w, f)).collect()
-    };
+    let items = sh.all_rendered(|w| &w.fips, render);
     list_response(&ctx, &params, "floatingips", items)
 }
 
@@ -59,12 +56,14 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let w = sh.world();
-    let f = w.fips.get(&id).ok_or_else(|| fip_not_found(&id))?;
-    Ok(ok(
+    sh.show_rendered(
+        |w| &w.fips,
+        &id,
         "floatingip",
-        project(render(&w, f), &Query::parse(q.as_deref())),
-    ))
+        fip_not_found,
+        q.as_deref(),
+        render,
+    )
 }
 
 /// Checks that `port_id` can take floating IP `fip_id` and returns (router, fixed IP).

@@ -134,10 +134,7 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> Response {
     let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let items = {
-        let w = sh.world();
-        w.security_groups.values().map(|sg| render_sg(&w, sg)).collect()
-    };
+    let items = sh.all_rendered(|w| &w.security_groups, render_sg);
     list_response(&ctx, &params, "security_groups", items)
 }
 
@@ -146,12 +143,14 @@ pub async fn show(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
-    let w = sh.world();
-    let sg = w.security_groups.get(&id).ok_or_else(|| sg_not_found(&id))?;
-    Ok(ok(
+    sh.show_rendered(
+        |w| &w.security_groups,
+        &id,
         "security_group",
-        project(render_sg(&w, sg), &Query::parse(q.as_deref())),
-    ))
+        sg_not_found,
+        q.as_deref(),
+        render_sg,
+    )
 }
 
 pub async fn create(
