@@ -35,6 +35,7 @@ const CRD_MANAGER: &str = "kuryr-crd-test";
 /// Generous upper bounds for the waits; the assertions are about what happens, not how fast.
 const WIRE_TIMEOUT: Duration = Duration::from_secs(120);
 const GONE_TIMEOUT: Duration = Duration::from_secs(120);
+const ACTIVE_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn pods_are_wired_and_released_on_cloudsim() -> anyhow::Result<()> {
@@ -262,13 +263,11 @@ async fn scenario(
             vlans.entry(trunk.clone()).or_default().insert(vlan),
             "{name}: VLAN {vlan} used twice on trunk {trunk}"
         );
-        let port = ports::get(cloud, &vif.port_id).await?;
-        ensure!(
-            port.status == "ACTIVE",
-            "{name}: port {} is {}",
-            port.id,
-            port.status
-        );
+        // ML2/OVN briefly reports a bound subport DOWN while sibling subports are added to the same trunk
+        // (ovn-controller re-claims the parent's children); it must be ACTIVE again soon after.
+        let port = wait_active(cloud, &vif.port_id)
+            .await
+            .with_context(|| format!("{name}: Neutron port"))?;
         ensure!(port.mac_address == vif.mac, "{name}: MAC differs from Neutron's");
         let owner = Owner::from_tags(&port.tags).context("ownership tags")?;
         ensure!(
@@ -397,11 +396,36 @@ async fn strip_and_delete_all(client: &Client, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn delete_tagged(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<()> {
-    for port in ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id))).await? {
-        if port.device_owner == "trunk:subport" {
-            let _ = trunks::remove_subports(cloud, &port.device_id, std::slice::from_ref(&port.id)).await;
+/// Waits until Neutron reports the port ACTIVE; fails naming the last status after `ACTIVE_TIMEOUT`.
+async fn wait_active(cloud: &Cloud, port_id: &str) -> anyhow::Result<ports::Port> {
+    let deadline = Instant::now() + ACTIVE_TIMEOUT;
+    loop {
+        let port = ports::get(cloud, port_id).await?;
+        if port.status == "ACTIVE" {
+            return Ok(port);
         }
+        if Instant::now() > deadline {
+            bail!("port {port_id} is {} after {ACTIVE_TIMEOUT:?}", port.status);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn delete_tagged(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<()> {
+    let tagged = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id))).await?;
+    // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
+    for trunk in trunks::list(cloud, Filter::new()).await? {
+        let ids: Vec<String> = trunk
+            .sub_ports
+            .iter()
+            .filter(|s| tagged.iter().any(|p| p.id == s.port_id))
+            .map(|s| s.port_id.clone())
+            .collect();
+        if !ids.is_empty() {
+            let _ = trunks::remove_subports(cloud, &trunk.id, &ids).await;
+        }
+    }
+    for port in tagged {
         let _ = ports::delete(cloud, &port.id).await;
     }
     Ok(())
