@@ -7,7 +7,8 @@ set -euo pipefail
 
 APT_PACKAGES=(etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev mariadb-server rabbitmq-server
   openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
-  python3-venv procps psmisc kmod iputils-ping)
+  python3-venv procps psmisc kmod iputils-ping
+  qemu-system-x86 busybox-static cpio containerd runc gcc)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -45,3 +46,5 @@ rc=0; wait $p1 || rc=1; wait $p2 || rc=1; wait $p3 || rc=1
 [ $rc = 0 ] || die "a venv failed to install"
 
 bash "$LAB_DIR/lib/build-kube.sh"
+# The qemu guest kernel for the VLAN binding test (this machine's kernel has no 802.1Q).
+bash "$LAB_DIR/lib/guest-kernel.sh"

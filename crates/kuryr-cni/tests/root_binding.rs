@@ -1,5 +1,6 @@
 //! Root tests of the netlink binding drivers in private namespaces (see tests/common). They run for real as
-//! root (CI) and say why when they skip: not root, or the kernel lacks 802.1Q.
+//! root (CI) and say why when they skip (not root). The VLAN driver has its own test (tests/vlan_binding.rs),
+//! which boots a qemu guest where this kernel lacks 802.1Q.
 
 mod common;
 
@@ -172,36 +173,4 @@ async fn a_leftover_host_end_with_the_same_name_does_not_wedge_add() {
     assert_eq!(b.host_ifname.as_deref(), Some(host_name.as_str()));
     assert!(!stale.has_link("eth0"), "the old pair went with its host end");
     binder.check(&pod.path(), "eth0", &v).await.unwrap();
-}
-
-#[tokio::test]
-async fn vlan_binding_or_a_clear_skip_when_the_kernel_lacks_8021q() {
-    if !require_root("vlan_binding_or_a_clear_skip_when_the_kernel_lacks_8021q") {
-        return;
-    }
-    let vm = mk_vm();
-    let pod = TestNs::new("pod");
-    let binder = binder(&vm, "eth0", "unused");
-    let mut v = vif(VifType::NestedVlan, 61);
-    v.vlan_id = Some(3018);
-    match binder.bind(&pod.path(), "eth0", &v, true).await {
-        Err(e) if e.is_unsupported() => {
-            common::skip(&format!(
-                "vlan binding: this kernel cannot create 802.1Q devices (EOPNOTSUPP: {e}); the VLAN netlink request \
-                 is unit-tested (binding::vlan); a run inside a qemu guest with a stock kernel is still to be built"
-            ));
-        }
-        Err(e) => panic!("VLAN bind failed: {e}"),
-        Ok(_) => {
-            let l = link_json(&pod, "eth0");
-            assert_eq!(l["linkinfo"]["info_kind"], "vlan");
-            assert_eq!(l["linkinfo"]["info_data"]["id"], 3018);
-            // A stale same-tag child in a dead sandbox must not wedge the next ADD.
-            let stale = TestNs::new("stale");
-            pod.ip(&["link", "set", "eth0", "netns", &stale.name]);
-            let pod2 = TestNs::new("pod2");
-            binder.bind(&pod2.path(), "eth0", &v, true).await.unwrap();
-            assert!(!stale.has_link("eth0"));
-        }
-    }
 }

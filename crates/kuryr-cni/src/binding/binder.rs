@@ -73,16 +73,21 @@ impl NetlinkBinder {
                 StaleMatch::Mac(link::parse_mac(macvlan::device_mac(vif))?),
             ),
         };
+        // Created under a per-port temporary name, renamed in the pod: the kernel (6.1) checks a new VLAN
+        // device's name in the parent's namespace too, where `eth0` is the parent itself (EEXIST).
+        let tmp = link::temp_name(&vif.port_id);
         let attempt = || async {
             link::delete_by_name(&pod, ifname).await?;
+            link::delete_by_name(&pod, &tmp).await?;
             host.link()
-                .add(build(ifname, parent, vif, ns.raw_fd())?)
+                .add(build(&tmp, parent, vif, ns.raw_fd())?)
                 .execute()
                 .await
                 .map_err(BindError::netlink(format!(
-                    "create {} {ifname} on {parent_name}",
+                    "create {} {tmp} on {parent_name}",
                     vif.vif_type
                 )))?;
+            link::rename(&pod, &tmp, ifname).await?;
             configure_pod_side(&pod, ifname, vif, default).await
         };
         let mac = match attempt().await {

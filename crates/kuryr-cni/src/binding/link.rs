@@ -59,6 +59,29 @@ pub async fn set_up(h: &Handle, index: u32, name: &str) -> Result<(), BindError>
         .map_err(BindError::netlink(format!("set {name} up")))
 }
 
+/// A name for a device on its way into a pod (`kt` + the port ID's first 12 alphanumerics): unique per port,
+/// so neither the parent's namespace nor the pod's holds it already.
+pub fn temp_name(port_id: &str) -> String {
+    let id: String = port_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect();
+    format!("kt{id}")
+}
+
+/// Renames `from` (down, as just created) to `to`.
+pub async fn rename(h: &Handle, from: &str, to: &str) -> Result<(), BindError> {
+    let index = index_of(h, from)
+        .await?
+        .ok_or_else(|| BindError::NotFound(format!("{from} in the pod namespace")))?;
+    h.link()
+        .set(LinkUnspec::new_with_index(index).name(to).build())
+        .execute()
+        .await
+        .map_err(BindError::netlink(format!("rename {from} to {to}")))
+}
+
 pub fn parse_mac(s: &str) -> Result<Vec<u8>, BindError> {
     let bytes: Result<Vec<u8>, _> = s.split(':').map(|b| u8::from_str_radix(b, 16)).collect();
     match bytes {
@@ -81,6 +104,14 @@ pub fn mac_of(m: &LinkMessage) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_names_are_short_unique_per_port_and_never_eth0() {
+        let a = temp_name("0123e456-7e89-b12d-3a45-6426614174000");
+        assert_eq!(a, "kt0123e4567e89");
+        assert!(a.len() <= 15);
+        assert_ne!(a, temp_name("9999e456-7e89-b12d-3a45-6426614174000"));
+    }
 
     #[test]
     fn macs_parse_and_format() {
