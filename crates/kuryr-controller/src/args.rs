@@ -4,8 +4,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use anyhow::Context as _;
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
+use futures::FutureExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kuryr_api::VifType;
 use kuryr_core::{PoolLimits, VlanRange};
@@ -14,6 +17,9 @@ use prometheus_client::registry::Registry;
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
+use crate::config_file::{self, Known};
+use crate::gc::{Collector, GcConfig};
+use crate::leader::{self, Ended, LeaderConfig, Stop};
 use crate::metrics::Metrics;
 use crate::runtime::{self, Runtime};
 
@@ -37,7 +43,9 @@ impl From<VifDriverArg> for VifType {
 #[derive(Debug, Parser)]
 #[command(
     name = "kuryr-controller",
-    about = "Kubernetes pod networking on OpenStack Neutron"
+    about = "Kubernetes pod networking on OpenStack Neutron",
+    // Settings from --config / --kuryr-conf come first on the command line; the last occurrence wins.
+    args_override_self = true
 )]
 pub struct Args {
     /// kubeconfig file; default: in-cluster config, else $KUBECONFIG / ~/.kube/config.
@@ -85,6 +93,43 @@ pub struct Args {
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "KURYR_METRICS_ADDR", default_value = "0.0.0.0:8082")]
     pub metrics_addr: SocketAddr,
+    /// YAML file of settings (keys: these flags' long names); below environment and flags.
+    #[arg(long, env = "KURYR_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Upstream kuryr-kubernetes kuryr.conf (INI): the options that matter are read (docs/operations.md).
+    #[arg(long, env = "KURYR_UPSTREAM_CONF")]
+    pub kuryr_conf: Option<PathBuf>,
+    /// Run as one of several replicas: only the holder of the Lease writes to the cloud.
+    #[arg(long, env = "KURYR_LEADER_ELECT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, env = "KURYR_LEADER_LEASE_NAME", default_value = "kuryr-controller")]
+    pub leader_lease_name: String,
+    /// Namespace of the Lease (the controller's own, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    pub leader_lease_namespace: String,
+    /// This replica's name in the Lease; default: $POD_NAME, else host name and process id.
+    #[arg(long, env = "KURYR_LEADER_IDENTITY")]
+    pub leader_identity: Option<String>,
+    /// Lease validity: the longest a standby waits after the leader dies.
+    #[arg(long, env = "KURYR_LEADER_LEASE_SECONDS", default_value_t = 10)]
+    pub leader_lease_seconds: u64,
+    /// The leader renews this many seconds before the Lease expires.
+    #[arg(long, env = "KURYR_LEADER_RENEW_GRACE_SECONDS", default_value_t = 3)]
+    pub leader_renew_grace_seconds: u64,
+    /// Garbage collector sweep interval; 0 disables it.
+    #[arg(long, env = "KURYR_GC_INTERVAL_SECONDS", default_value_t = 300)]
+    pub gc_interval_seconds: u64,
+    /// Orphans younger than this are never collected.
+    #[arg(long, env = "KURYR_GC_GRACE_SECONDS", default_value_t = 600)]
+    pub gc_grace_seconds: u64,
+    #[arg(long, env = "KURYR_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl Args {
@@ -95,9 +140,55 @@ impl Args {
         c.pod_security_groups = self.pod_security_groups.clone();
         c.project_id = self.project_id.clone();
         c.namespace = self.namespace.clone();
-        c.vlan_range = VlanRange::new(self.vlan_first, self.vlan_last)?;
-        c.pool_limits = PoolLimits::new(self.ports_pool_min, self.ports_pool_max, self.ports_pool_batch)?;
+        c.vlan_range = VlanRange::new(self.vlan_first, self.vlan_last).context("vlan-first / vlan-last")?;
+        c.pool_limits = PoolLimits::new(self.ports_pool_min, self.ports_pool_max, self.ports_pool_batch)
+            .context("ports-pool-min / ports-pool-max / ports-pool-batch")?;
+        if self.cluster_id.is_empty() {
+            anyhow::bail!("cluster-id: must not be empty (it goes into every ownership tag)");
+        }
+        kuryr_openstack::Owner::new(&self.cluster_id, "x", "x")
+            .tags()
+            .map_err(|e| anyhow::anyhow!("cluster-id: {e}"))?;
+        if self.gc_interval_seconds > 0 && self.gc_grace_seconds < self.gc_interval_seconds {
+            anyhow::bail!(
+                "gc-grace-seconds: {} is shorter than gc-interval-seconds ({}): an orphan must outlive a sweep",
+                self.gc_grace_seconds,
+                self.gc_interval_seconds
+            );
+        }
+        self.leader_config().validate().map_err(anyhow::Error::msg)?;
         Ok(c)
+    }
+
+    pub fn leader_config(&self) -> LeaderConfig {
+        let identity = self.leader_identity.clone().unwrap_or_else(|| {
+            std::env::var("POD_NAME").unwrap_or_else(|_| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                format!("{}-{}", host.trim(), std::process::id())
+            })
+        });
+        LeaderConfig {
+            lease_name: self.leader_lease_name.clone(),
+            namespace: self.leader_lease_namespace.clone(),
+            identity,
+            duration_s: self.leader_lease_seconds,
+            grace_s: self.leader_renew_grace_seconds,
+        }
+    }
+
+    pub fn gc_config(&self) -> GcConfig {
+        GcConfig {
+            interval: Duration::from_secs(self.gc_interval_seconds),
+            grace: Duration::from_secs(self.gc_grace_seconds),
+        }
+    }
+
+    /// The command line with `--config` / `--kuryr-conf` settings put first; warnings about upstream
+    /// options that are not used.
+    pub fn try_parse_with_files(argv: Vec<std::ffi::OsString>) -> anyhow::Result<(Self, Vec<String>)> {
+        let known = Known::of(&Self::command());
+        let (argv, warnings) = config_file::expand(argv, &known, |k| std::env::var(k).ok())?;
+        Ok((Self::try_parse_from(argv)?, warnings))
     }
 
     fn cloud_config(&self) -> ClientConfig {
@@ -124,17 +215,39 @@ impl Args {
     /// Parses the command line, logs, connects to Kubernetes and OpenStack, serves the admin port and runs
     /// the controllers until SIGINT or SIGTERM.
     pub async fn parse_and_run() -> anyhow::Result<()> {
-        Self::parse().run().await
+        let (args, warnings) = match Self::try_parse_with_files(std::env::args_os().collect()) {
+            Ok(parsed) => parsed,
+            Err(e) => match e.downcast::<clap::Error>() {
+                Ok(clap_err) => clap_err.exit(),
+                Err(e) => return Err(e),
+            },
+        };
+        args.init_logging();
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        args.run().await
+    }
+
+    fn init_logging(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        let _ = match self.log_format {
+            LogFormat::Text => builder.try_init(),
+            LogFormat::Json => builder
+                .json()
+                .with_current_span(true)
+                .with_span_list(true)
+                .try_init(),
+        };
     }
 
     pub async fn run(self) -> anyhow::Result<()> {
-        tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-            )
-            .init();
         let config = self.config()?;
+        if let Some(path) = &self.clouds_yaml {
+            config_file::read_guarded(path)?;
+        }
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let client = self.kube_client().await.context("connecting to Kubernetes")?;
@@ -145,11 +258,21 @@ impl Args {
         if let Err(e) = features.require("kuryr-controller", "trunk") {
             anyhow::bail!("{e}");
         }
+        Metrics::register_cloud(&mut registry, &cloud);
+        let project_id = config.project_id.clone().or_else(|| cloud.project_id());
+        let collector = Collector::new(
+            cloud.clone(),
+            client.clone(),
+            config.cluster_id.clone(),
+            project_id,
+            self.gc_config().grace,
+            metrics.clone(),
+        );
         let rt = Runtime {
-            client,
+            client: client.clone(),
             cloud,
             config,
-            metrics,
+            metrics: metrics.clone(),
             ready: Arc::default(),
         };
         let state = AdminState {
@@ -157,7 +280,28 @@ impl Args {
             ready: rt.ready.clone(),
         };
         let admin = tokio::spawn(admin::serve(self.metrics_addr, state, shutdown_signal()));
-        let result = runtime::run(rt, shutdown_signal()).await;
+        let shutdown: Stop = shutdown_signal().boxed().shared();
+        let gc_interval = self.gc_config().interval;
+        let work = move |stop: Stop| async move {
+            let gc = async {
+                if !gc_interval.is_zero() {
+                    collector.run(gc_interval, stop.clone()).await;
+                }
+            };
+            let (result, ()) = tokio::join!(runtime::run(rt, stop.clone()), gc);
+            result
+        };
+        let result = if self.leader_elect {
+            match leader::run_elected(client, &self.leader_config(), &metrics, shutdown, work).await {
+                Ok(Ended::LostLease) => Err(anyhow::anyhow!(
+                    "lost the leader Lease; exiting so a restart stands by"
+                )),
+                Ok(Ended::Shutdown) => Ok(()),
+                Err(e) => Err(e),
+            }
+        } else {
+            work(shutdown).await
+        };
         admin.abort();
         result
     }

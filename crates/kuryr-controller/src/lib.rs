@@ -13,9 +13,12 @@
 pub mod admin;
 pub mod args;
 pub mod config;
+pub mod config_file;
 pub mod context;
 pub mod convert;
 pub mod errors;
+pub mod gc;
+pub mod leader;
 pub mod metrics;
 pub mod pods;
 pub mod ports;

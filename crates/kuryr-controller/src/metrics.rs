@@ -5,6 +5,12 @@
 //! - `kuryr_reconciles_total{controller}`, `kuryr_reconcile_errors_total{controller,kind}`.
 //! - `kuryr_openstack_calls_total{op,outcome}` and `kuryr_openstack_call_seconds{op}`: every HTTP attempt
 //!   kuryr-openstack makes, fed through its [`CallObserver`].
+//! - `kuryr_gc_sweeps_total`, `kuryr_gc_collected_total{resource}`, `kuryr_gc_failures_total{resource}`,
+//!   `kuryr_gc_suspects` (orphans seen once, awaiting confirmation), `kuryr_loadbalancers{state}` (from the
+//!   collector's last listing), `kuryr_leader` (1 while this replica holds the Lease).
+//! - `kuryr_openstack_ratelimit_wait_seconds_total`, `kuryr_openstack_ratelimit_waits_total`,
+//!   `kuryr_openstack_retries_total{op,reason}`, `kuryr_openstack_reauths_total`: read from
+//!   kuryr-openstack's own counters at scrape time (see [`crate::metrics::CloudCounters`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +19,7 @@ use kuryr_openstack::metrics::outcome_label;
 use kuryr_openstack::{CallObserver, CallRecord};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -43,6 +50,12 @@ pub struct Metrics {
     pub reconcile_errors: Family<Labels2, Counter>,
     pub openstack_calls: Family<Labels2, Counter>,
     pub openstack_call_seconds: Family<Labels1, Histogram, fn() -> Histogram>,
+    pub gc_sweeps: Counter,
+    pub gc_collected: Family<Labels1, Counter>,
+    pub gc_failures: Family<Labels1, Counter>,
+    pub gc_suspects: Gauge,
+    pub loadbalancers: Family<Labels1, Gauge>,
+    pub leader: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -59,6 +72,12 @@ impl Default for Metrics {
             reconcile_errors: Family::default(),
             openstack_calls: Family::default(),
             openstack_call_seconds: Family::new_with_constructor(call_histogram),
+            gc_sweeps: Counter::default(),
+            gc_collected: Family::default(),
+            gc_failures: Family::default(),
+            gc_suspects: Gauge::default(),
+            loadbalancers: Family::default(),
+            leader: Gauge::default(),
         }
     }
 }
@@ -89,7 +108,66 @@ impl Metrics {
             "OpenStack HTTP attempt duration by op",
             m.openstack_call_seconds.clone(),
         );
+        reg.register("gc_sweeps", "Garbage collector sweeps", m.gc_sweeps.clone());
+        reg.register(
+            "gc_collected",
+            "Orphaned cloud objects deleted by the garbage collector",
+            m.gc_collected.clone(),
+        );
+        reg.register(
+            "gc_failures",
+            "Orphan deletions that failed (retried next sweep)",
+            m.gc_failures.clone(),
+        );
+        reg.register(
+            "gc_suspects",
+            "Orphans seen once, awaiting a confirming sweep",
+            m.gc_suspects.clone(),
+        );
+        reg.register(
+            "loadbalancers",
+            "Load balancers of this cluster by provisioning status (last GC listing)",
+            m.loadbalancers.clone(),
+        );
+        reg.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            m.leader.clone(),
+        );
         m
+    }
+
+    /// Exports kuryr-openstack's rate-limiter, retry and re-auth counters of `cloud` at every scrape.
+    pub fn register_cloud(registry: &mut Registry, cloud: &kuryr_openstack::Cloud) {
+        registry
+            .sub_registry_with_prefix("kuryr")
+            .register_collector(Box::new(CloudCounters(cloud.metrics().clone())));
+    }
+
+    pub fn gc_swept(&self, lb_states: &std::collections::BTreeMap<String, u64>) {
+        self.gc_sweeps.inc();
+        self.loadbalancers.clear();
+        for (state, n) in lb_states {
+            self.loadbalancers
+                .get_or_create(&[("state", state.clone())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub fn gc_collected(&self, resource: &'static str) {
+        self.gc_collected
+            .get_or_create(&[("resource", resource.to_owned())])
+            .inc();
+    }
+
+    pub fn gc_failed(&self, resource: &'static str) {
+        self.gc_failures
+            .get_or_create(&[("resource", resource.to_owned())])
+            .inc();
+    }
+
+    pub fn gc_suspects(&self, n: usize) {
+        self.gc_suspects.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn reconciled(&self, controller: &'static str) {
@@ -130,6 +208,53 @@ impl CallObserver for CallMetrics {
             .openstack_call_seconds
             .get_or_create(&[("op", call.op.to_owned())])
             .observe(call.duration.as_secs_f64());
+    }
+}
+
+/// kuryr-openstack's own counters, read at scrape time (no cloud call: they are what the client counted).
+#[derive(Debug)]
+pub struct CloudCounters(Arc<kuryr_openstack::Metrics>);
+
+impl prometheus_client::collector::Collector for CloudCounters {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        let snap = self.0.snapshot();
+        let wait = ConstCounter::new(snap.ratelimit_wait_total.as_secs_f64());
+        wait.encode(encoder.encode_descriptor(
+            "openstack_ratelimit_wait_seconds",
+            "Time spent waiting for a rate-limiter token",
+            None,
+            wait.metric_type(),
+        )?)?;
+        let waits = ConstCounter::new(snap.ratelimit_waits);
+        waits.encode(encoder.encode_descriptor(
+            "openstack_ratelimit_waits",
+            "Calls that waited for a rate-limiter token",
+            None,
+            waits.metric_type(),
+        )?)?;
+        let reauths = ConstCounter::new(snap.reauths);
+        reauths.encode(encoder.encode_descriptor(
+            "openstack_reauths",
+            "Keystone re-authentications",
+            None,
+            reauths.metric_type(),
+        )?)?;
+        let mut retries = encoder.encode_descriptor(
+            "openstack_retries",
+            "Retried OpenStack calls by op and reason",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for ((op, reason), n) in &snap.retries {
+            let labels = [("op", op.as_str()), ("reason", reason.as_str())];
+            ConstCounter::new(*n).encode(retries.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 }
 

@@ -39,7 +39,8 @@ impl Runtime {
     }
 }
 
-fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+/// `Api::namespaced` when a namespace is given, else `Api::all`.
+pub fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
 where
     K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
 {

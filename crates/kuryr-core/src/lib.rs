@@ -11,6 +11,7 @@ pub mod policy;
 
 pub mod drivers;
 pub mod error;
+pub mod gc;
 pub mod kuryrport;
 pub mod neutron;
 pub mod parent;

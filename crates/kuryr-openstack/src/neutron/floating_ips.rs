@@ -23,6 +23,8 @@ pub struct FloatingIp {
     pub description: String,
     pub project_id: String,
     pub tags: Vec<String>,
+    /// ISO 8601; empty where the server does not say (the garbage collector's age).
+    pub created_at: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -26,6 +26,8 @@ pub struct Network {
     pub network_type: Option<String>,
     pub subnets: Vec<String>,
     pub tags: Vec<String>,
+    /// ISO 8601; empty where the server does not say (the garbage collector's age).
+    pub created_at: String,
     pub revision_number: u64,
 }
 

@@ -36,6 +36,8 @@ pub struct SecurityGroup {
     pub stateful: Option<bool>,
     pub security_group_rules: Vec<SecurityGroupRule>,
     pub tags: Vec<String>,
+    /// ISO 8601; empty where the server does not say (the garbage collector's age).
+    pub created_at: String,
     pub revision_number: u64,
 }
 

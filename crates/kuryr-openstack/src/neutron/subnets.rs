@@ -30,6 +30,8 @@ pub struct Subnet {
     pub allocation_pools: Vec<AllocationPool>,
     pub dns_nameservers: Vec<String>,
     pub tags: Vec<String>,
+    /// ISO 8601; empty where the server does not say (the garbage collector's age).
+    pub created_at: String,
     pub revision_number: u64,
 }
 

@@ -27,6 +27,8 @@ pub struct LoadBalancer {
     pub listeners: Vec<IdRef>,
     pub pools: Vec<IdRef>,
     pub tags: Vec<String>,
+    /// ISO 8601; empty where the server does not say (the garbage collector's age).
+    pub created_at: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

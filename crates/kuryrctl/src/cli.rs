@@ -1,0 +1,118 @@
+//! Command line.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::output::Format;
+
+#[derive(Debug, Parser)]
+#[command(name = "kuryrctl", about = "Operate kuryr-rs: preflight, status, pools, gc")]
+pub struct Cli {
+    /// kubeconfig file; default: in-cluster config, else $KUBECONFIG / ~/.kube/config.
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Cloud name in clouds.yaml; without it and --clouds-yaml the OS_* variables are used.
+    #[arg(long, env = "OS_CLOUD", global = true)]
+    pub os_cloud: Option<String>,
+    #[arg(long, env = "OS_CLIENT_CONFIG_FILE", global = true)]
+    pub clouds_yaml: Option<PathBuf>,
+    /// The cluster id the controller tags with (kuryr.cluster=<id>).
+    #[arg(long, env = "KURYR_CLUSTER_ID", global = true, default_value = "kuryr")]
+    pub cluster_id: String,
+    /// Project to look at; default: the token's project.
+    #[arg(long, env = "KURYR_PROJECT_ID", global = true)]
+    pub project_id: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value = "table", global = true)]
+    pub output: OutputArg,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputArg {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a cloud (and cluster) before installing: extensions, Octavia, firewall, quotas vs needs.
+    Preflight(PreflightArgs),
+    /// Pods, Services, namespaces and policies with their cloud objects; drift marked.
+    Status(StatusArgs),
+    /// Pool sizes per trunk and network, from tagged ports.
+    Pools,
+    /// What the garbage collector would delete.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PreflightArgs {
+    /// Planned cluster size, where the cluster does not exist yet (else counted from Kubernetes).
+    #[arg(long)]
+    pub nodes: Option<u64>,
+    #[arg(long)]
+    pub namespaces: Option<u64>,
+    #[arg(long)]
+    pub services: Option<u64>,
+    #[arg(long)]
+    pub policies: Option<u64>,
+    #[arg(long)]
+    pub pods: Option<u64>,
+    /// Do not read Kubernetes at all (counts from the flags above, 0 when absent).
+    #[arg(long)]
+    pub no_kubernetes: bool,
+    /// Ports a node's pool holds (ports-pool-batch of the controller).
+    #[arg(long, default_value_t = 10)]
+    pub pool_batch: u64,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Only this namespace.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Only rows with drift.
+    #[arg(long)]
+    pub drift_only: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct GcArgs {
+    /// Only list; required (deleting is the controller's, after a confirming sweep).
+    #[arg(long, required = true)]
+    pub dry_run: bool,
+    /// Orphans younger than this are reported as suspects, not for collection.
+    #[arg(long, default_value_t = 600)]
+    pub grace_seconds: u64,
+}
+
+impl Cli {
+    pub fn parse_args() -> Self {
+        Self::parse()
+    }
+
+    pub fn format(&self) -> Format {
+        match self.output {
+            OutputArg::Table => Format::Table,
+            OutputArg::Json => Format::Json,
+        }
+    }
+
+    /// Runs the command, printing to stdout; the process exit code.
+    pub async fn run(&self) -> anyhow::Result<i32> {
+        let mut out = std::io::stdout().lock();
+        self.run_to(&mut out).await
+    }
+
+    pub async fn run_to(&self, out: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+        let fmt = self.format();
+        match &self.command {
+            Command::Preflight(a) => crate::preflight::run(self, a, fmt, out).await,
+            Command::Status(a) => crate::status::run(self, a, fmt, out).await,
+            Command::Pools => crate::pools::run(self, fmt, out).await,
+            Command::Gc(a) => crate::gc::run(self, a, fmt, out).await,
+        }
+    }
+}
