@@ -8,6 +8,8 @@ LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
 KUBE_VERSION=1.20.2
 KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab4/bin}
 LAB_VMS=${KURYR_LAB_VMS:-3}
+# How many of the VMs also get a real node: containerd + kubelet + kuryr-daemon (lib/kubelet-nodes.sh).
+LAB_KUBELETS=${KURYR_LAB_KUBELETS:-2}
 # Lab option: auth for Neutron/Octavia. keystone (default, as every real cloud) or noauth.
 LAB_AUTH=${KURYR_LAB_AUTH:-keystone}
 # Keystone token lifetime in seconds (short values let tests see tokens expire mid-run).
@@ -20,6 +22,8 @@ LAB_SHORT_TOKEN_EXPIRATION=${KURYR_LAB_SHORT_TOKEN_EXPIRATION:-20}
 P_ETCD=22379 P_ETCD_PEER=22380 P_KAPI=26443 P_KCM=20257 P_KSCHED=20259
 P_DB=23306 P_NB=26641 P_SB=26642 P_KEYSTONE=25000 P_NEUTRON=29696 P_OCTAVIA=29876
 P_KEYSTONE_SHORT=25001 P_AMQP=25673 P_EPMD=24369 P_OCT_HM=25555
+# kubelet nodes: base + node index (kubelet API, kubelet healthz, kuryr-daemon health/metrics).
+P_KUBELET=21250 P_KUBELET_HEALTHZ=21260 P_KDAEMON=21270
 
 # Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
 POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1

@@ -27,6 +27,8 @@ stop_group() { # NAME... : TERM every recorded process group, wait <= 5 s, KILL 
 
 [ -d "$LAB_STATE" ] || { log "no lab state in $LAB_STATE: nothing to stop"; exit 0; }
 t=$(now)
+# The kubelet nodes first, while the API server still runs (their pods are deleted and stopped properly).
+bash "$(dirname "$0")/kubelet-nodes.sh" down
 # Anything the project's own binaries (controller, daemons, kubelets, containerd, sample servers) left behind.
 extra=$(ls "$LAB_STATE/pids" 2>/dev/null | sed -n 's/\.pid$//p' | grep -vxE 'etcd|kube-.*|mariadbd|ovn-.*|ovs-.*|rabbitmq|keystone.*|neutron-api|octavia-.*' || true)
 [ -n "$extra" ] && stop_group $extra

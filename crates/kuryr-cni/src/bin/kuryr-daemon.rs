@@ -34,6 +34,12 @@ struct Args {
     /// Bridge for neutron-vif veths that name none.
     #[arg(long, env = "KURYR_BRIDGE", default_value = "br-int")]
     bridge: String,
+    /// Namespace holding the parent NICs and bridges, when it is not the daemon's own. For nested lab
+    /// nodes (a "VM" that is a network namespace): the daemon stays in the root namespace to reach the API
+    /// server and makes its links from this one. In production the daemon runs in the VM with hostNetwork
+    /// and this is unset.
+    #[arg(long, env = "KURYR_HOST_NETNS")]
+    host_netns: Option<PathBuf>,
     /// Where the runtime keeps sandbox namespaces (searched for stale interfaces).
     #[arg(long, env = "KURYR_NETNS_DIR", default_value = "/var/run/netns")]
     netns_dir: PathBuf,
@@ -54,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(watch::run(client, args.node_name.clone(), cache.clone()));
 
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
-        host_netns: None,
+        host_netns: args.host_netns,
         link_iface: args.link_iface,
         bridge: args.bridge,
         netns_dir: args.netns_dir,

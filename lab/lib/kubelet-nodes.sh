@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# kubelet-nodes.sh up|down|status: real Kubernetes nodes on the lab VMs. For each of the first KURYR_LAB_KUBELETS
+# (2) VMs, node `kubelet-vmN` gets its own containerd 1.6 + runc (Debian), a kubelet 1.20.2 (the lab's build) and
+# a kuryr-daemon (this repo's build). The kubelet and the daemon run in the root namespace (they reach the API
+# server on 127.0.0.1); the daemon makes pod links from the VM's namespace (`--host-netns`), so pods are
+# nested-macvlan children of the VM's eth0 and their traffic crosses real OVN. Pods are created by
+# kubelet → containerd → kuryr-cni → kuryr-daemon, images are built locally (static pause, busybox-static).
+#
+# The nodes are distinct from the bootstrap Nodes vm1..3 (which have no kubelet and stay that way), share their
+# VM's InternalIP (so the controller finds the same parent port), carry label kuryr.lab/kubelet=true and taint
+# kuryr.lab/kubelet=true:NoSchedule: only pods that tolerate it are scheduled there.
+# `up` starts whatever is not running (idempotent; restarts a daemon whose binary changed); `down` deletes the
+# nodes' pods, stops everything by pidfile and removes mounts, cgroups, state. Never touches the other lab parts.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+S=$LAB_STATE
+N=$S/nodes
+KUBECTL="kubectl --kubeconfig=$S/k8s/kubeconfig"
+IMAGES=$LAB_CACHE/images
+TARGET=${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target}/debug
+
+nodes() { # prints "index node vm netns ip" for each kubelet node
+  local i
+  for ((i = 1; i <= LAB_KUBELETS && i <= LAB_VMS; i++)); do
+    jq -r --argjson i "$i" '.vms[$i-1] | "\($i) kubelet-\(.name) \(.name) \(.netns) \(.ip) \(.port_id)"' "$S/lab.json"
+  done
+}
+
+build_images() { # static pause + busybox, as docker-archive tarballs (no registry here)
+  [ -f "$IMAGES/.complete" ] && return 0
+  log "kubelet nodes: building local images local.test/pause:1 and local.test/busybox:1"
+  local w; w=$(mktemp -d); mkdir -p "$IMAGES"
+  printf '#include <signal.h>\n#include <unistd.h>\nstatic void onsig(int s){(void)s;_exit(0);}\nint main(void){signal(SIGTERM,onsig);signal(SIGINT,onsig);for(;;)pause();}\n' >"$w/pause.c"
+  mkdir -p "$w/pause-root" "$w/bb-root"/{bin,etc,proc,sys,dev,tmp,root}
+  gcc -static -O2 -o "$w/pause-root/pause" "$w/pause.c"
+  cp /bin/busybox "$w/bb-root/bin/busybox"
+  for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$w/bb-root/bin/$a"; done
+  echo 'root:x:0:0:root:/root:/bin/sh' >"$w/bb-root/etc/passwd"; echo 'root:x:0:' >"$w/bb-root/etc/group"
+  mkimage local.test/pause:1 "$w/pause-root" "$IMAGES/pause.tar" '["/pause"]' 'null'
+  mkimage local.test/busybox:1 "$w/bb-root" "$IMAGES/busybox.tar" 'null' '["/bin/sh"]'
+  rm -rf "$w"; touch "$IMAGES/.complete"
+}
+
+mkimage() { # REF ROOTFS OUT ENTRYPOINT CMD: a one-layer `docker save` archive
+  local ref=$1 rootfs=$2 out=$3 ep=$4 cmd=$5 w diff cfg
+  w=$(mktemp -d)
+  tar --numeric-owner --owner=0 --group=0 -C "$rootfs" -cf "$w/layer.tar" .
+  diff=$(sha256sum "$w/layer.tar" | cut -d' ' -f1)
+  printf '{"architecture":"amd64","os":"linux","created":"2024-01-01T00:00:00Z","config":{"Env":["PATH=/bin:/sbin:/usr/bin:/usr/sbin"],"Entrypoint":%s,"Cmd":%s,"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"2024-01-01T00:00:00Z","created_by":"kuryr-lab"}]}' \
+    "$ep" "$cmd" "$diff" >"$w/config.json"
+  cfg=$(sha256sum "$w/config.json" | cut -d' ' -f1)
+  mv "$w/config.json" "$w/$cfg.json"; mkdir "$w/$diff"; mv "$w/layer.tar" "$w/$diff/layer.tar"
+  echo "[{\"Config\":\"$cfg.json\",\"RepoTags\":[\"$ref\"],\"Layers\":[\"$diff/layer.tar\"]}]" >"$w/manifest.json"
+  tar -C "$w" -cf "$out" manifest.json "$cfg.json" "$diff"
+  rm -rf "$w"
+}
+
+cgroup_root() { echo "kuryr-lab-$1"; }
+mk_cgroups() { # the kubelet's --cgroup-root must exist in every v1 hierarchy (cpuset needs cpus/mems)
+  local c=$1 s
+  for s in /sys/fs/cgroup/*/; do
+    [ -d "$s" ] || continue
+    mkdir -p "$s$c" 2>/dev/null || true
+  done
+  if [ -d /sys/fs/cgroup/cpuset/$c ]; then
+    cat /sys/fs/cgroup/cpuset/cpuset.cpus >/sys/fs/cgroup/cpuset/$c/cpuset.cpus
+    cat /sys/fs/cgroup/cpuset/cpuset.mems >/sys/fs/cgroup/cpuset/$c/cpuset.mems
+  fi
+}
+
+containerd_config() { # DIR NODE
+  local d=$1
+  cat <<EOC
+version = 2
+root = "$d/containerd/root"
+state = "$d/containerd/state"
+[grpc]
+  address = "$d/containerd.sock"
+[ttrpc]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$d/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "local.test/pause:1"
+  disable_apparmor = true
+  # the lab runs without CAP_SYS_RESOURCE: oom_score_adj below our own is refused, so clamp it
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$N/cni-bin"
+    conf_dir = "$d/cni-conf"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$d/runc"
+EOC
+}
+
+node_ready_api() { $KUBECTL get node "$1" >/dev/null 2>&1; }
+
+cmd_up() {
+  [ -f "$S/lab.json" ] || die "kubelet nodes: the lab is not bootstrapped"
+  local t; t=$(now)
+  build_images
+  (cd "$REPO_DIR" && cargo build -q --locked -p kuryr-cni --bins) || die "kubelet nodes: building kuryr-cni failed"
+  mkdir -p "$N/cni-bin"
+  ln -sfn "$TARGET/kuryr-cni" "$N/cni-bin/kuryr-cni"
+  ln -sfn /usr/lib/cni/loopback "$N/cni-bin/loopback"   # containerd runs loopback itself
+  local token; token=$(cat "$S/k8s/admin.token")
+  local idx node vm ns ip port d
+  while read -r idx node vm ns ip port; do
+    d=$N/$node; mkdir -p "$d/cni-conf" "$d/kuryr" "$d/containerd"
+    # containerd
+    if ! running "containerd-$node"; then
+      containerd_config "$d" "$node" >"$d/containerd.toml"
+      start "containerd-$node" "$S/log/containerd-$node.log" containerd --config "$d/containerd.toml"
+      waitfor "containerd $node" 30 test -S "$d/containerd.sock" || fail_component "containerd-$node" "$S/log/containerd-$node.log"
+      waitfor "containerd $node CRI" 30 ctr --address "$d/containerd.sock" -n k8s.io version \
+        || fail_component "containerd-$node" "$S/log/containerd-$node.log"
+    fi
+    for img in pause busybox; do
+      ctr --address "$d/containerd.sock" -n k8s.io images ls -q | grep -qx "local.test/$img:1" \
+        || ctr --address "$d/containerd.sock" -n k8s.io images import "$IMAGES/$img.tar" >/dev/null
+    done
+    # the CNI network of this node: kuryr-cni talking to this node's daemon
+    cat >"$d/cni-conf/10-kuryr.conflist" <<EOC
+{
+  "cniVersion": "1.0.0",
+  "name": "kuryr",
+  "plugins": [{"type": "kuryr-cni", "socketPath": "$d/kuryr/cni.sock", "timeoutSeconds": 75}]
+}
+EOC
+    # kuryr-daemon (restarted when the binary changed)
+    local sum; sum=$(sha256sum "$TARGET/kuryr-daemon" | cut -c1-16)
+    if running "kuryr-daemon-$node" && [ "$(cat "$d/kuryr/daemon.sum" 2>/dev/null)" != "$sum" ]; then
+      log "kubelet nodes: kuryr-daemon binary changed, restarting the one of $node"
+      kill "$(cat "$(pidfile "kuryr-daemon-$node")")" 2>/dev/null || true
+      waitfor "old kuryr-daemon $node to exit" 10 sh -c "! kill -0 $(cat "$(pidfile "kuryr-daemon-$node")") 2>/dev/null" || true
+    fi
+    if ! running "kuryr-daemon-$node"; then
+      cp "$TARGET/kuryr-daemon" "$d/kuryr/kuryr-daemon"; echo "$sum" >"$d/kuryr/daemon.sum"
+      KUBECONFIG=$S/k8s/kubeconfig RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
+        "$d/kuryr/kuryr-daemon" --node-name "$node" --socket "$d/kuryr/cni.sock" \
+        --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" --link-iface eth0
+      waitfor "kuryr-daemon $node" 30 curl -sf "http://127.0.0.1:$((P_KDAEMON + idx))/readyz" \
+        || fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
+    fi
+    # kubelet
+    if ! running "kubelet-$node"; then
+      mk_cgroups "$(cgroup_root "$node")"
+      mkdir -p "$d/kubelet/root" "$d/kubelet/pki" "$d/kubelet/volplugins"
+      start "kubelet-$node" "$S/log/kubelet-$node.log" "$KUBE_BIN/kubelet" \
+        --kubeconfig="$S/k8s/kubeconfig" --container-runtime=remote \
+        --container-runtime-endpoint="unix://$d/containerd.sock" --runtime-request-timeout=2m \
+        --root-dir="$d/kubelet/root" --cert-dir="$d/kubelet/pki" --volume-plugin-dir="$d/kubelet/volplugins" \
+        --hostname-override="$node" --cloud-provider=external \
+        --node-labels="kuryr.lab/kubelet=true,kuryr.lab/vm-netns=$ns" \
+        --register-with-taints="kuryr.lab/kubelet=true:NoSchedule" \
+        --cgroup-driver=cgroupfs --cgroup-root="/$(cgroup_root "$node")" \
+        --fail-swap-on=false --protect-kernel-defaults=true --oom-score-adj=0 \
+        --address=127.0.0.1 --port="$((P_KUBELET + idx))" --read-only-port=0 \
+        --healthz-bind-address=127.0.0.1 --healthz-port="$((P_KUBELET_HEALTHZ + idx))" \
+        --image-gc-high-threshold=100 --image-gc-low-threshold=99 --eviction-hard= \
+        --sync-frequency=10s --v=1
+      waitfor "kubelet $node" 60 curl -sf "http://127.0.0.1:$((P_KUBELET_HEALTHZ + idx))/healthz" \
+        || fail_component "kubelet-$node" "$S/log/kubelet-$node.log"
+    fi
+    waitfor "Node $node registered" 60 node_ready_api "$node" || fail_component "kubelet-$node" "$S/log/kubelet-$node.log"
+    # What a cloud controller manager does for --cloud-provider=external: the VM's address (the kubelet runs in
+    # the root namespace and would report the machine's own), then lift the uninitialized taint.
+    curl -sf --cacert "$S/k8s/ca.crt" -H "Authorization: Bearer $token" -X PATCH \
+      -H 'Content-Type: application/strategic-merge-patch+json' "https://127.0.0.1:$P_KAPI/api/v1/nodes/$node/status" \
+      -d "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$ip\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null \
+      || die "kubelet nodes: cannot set the addresses of Node $node"
+    $KUBECTL annotate --overwrite node "$node" "kuryr.lab/neutron-port=$port" >/dev/null
+    $KUBECTL taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1 || true
+  done < <(nodes)
+  log "kubelet nodes ready: $(nodes | awk '{printf "%s ", $2}')($(since "$t")s)"
+}
+
+# All processes (by /proc) whose command line names FILE: the shims a containerd started carry its socket path.
+pids_naming() { local p; for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"; done; true; }
+
+cmd_down() {
+  [ -d "$N" ] || exit 0
+  local t; t=$(now)
+  local node d
+  for d in "$N"/kubelet-*/; do
+    [ -d "$d" ] || continue
+    node=$(basename "$d")
+    # Let the kubelet stop its pods properly (CNI DEL, netns removed) while everything still runs.
+    if running "kubelet-$node" && $KUBECTL get node "$node" >/dev/null 2>&1; then
+      $KUBECTL delete pods -A --field-selector "spec.nodeName=$node" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+      waitfor "pods of $node stopped" 60 sh -c "[ -z \"\$(ctr --address $d/containerd.sock -n k8s.io tasks ls -q 2>/dev/null)\" ]" || true
+    fi
+    $KUBECTL delete node "$node" --wait=false >/dev/null 2>&1 || true
+  done
+  for d in "$N"/kubelet-*/; do
+    [ -d "$d" ] || continue
+    node=$(basename "$d")
+    for c in "kubelet-$node" "kuryr-daemon-$node"; do stop_one "$c"; done
+    # anything still running in this containerd: kill the tasks, then containerd, then its shims
+    local sock=$d/containerd.sock task
+    if running "containerd-$node"; then
+      for task in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+        ctr --address "$sock" -n k8s.io tasks kill -s KILL "$task" >/dev/null 2>&1 || true
+      done
+    fi
+    stop_one "containerd-$node"
+    for p in $(pids_naming "$sock"); do kill -KILL "$p" 2>/dev/null || true; done
+    # mounts under the node's dirs (kubelet volumes, overlay rootfs, the shm of sandboxes), deepest first
+    awk -v d="$d" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    local cg; cg=$(cgroup_root "$node")
+    for s in /sys/fs/cgroup/*/; do [ -d "$s$cg" ] && find "$s$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
+  done
+  # sandbox namespaces the kubelets could not clean (CNI netns whose pause process is gone)
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do
+    [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && grep -qs "$ns" "$N"/*/containerd/state/io.containerd.grpc.v1.cri/sandboxes/*/* 2>/dev/null && ip netns del "$ns"
+  done
+  rm -rf "$N" /var/lib/kubelet/device-plugins /var/log/pods /var/log/containers
+  rmdir /var/lib/kubelet 2>/dev/null || true
+  log "kubelet nodes stopped and cleaned ($(since "$t")s)"
+}
+
+stop_one() { # NAME: TERM the recorded process group, KILL after 10 s
+  local f pid i; f=$(pidfile "$1"); [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if ours "$1"; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$f" "$f.start"
+}
+
+cmd_status() {
+  local idx node vm ns ip port c
+  [ -f "$S/lab.json" ] || return 0
+  while read -r idx node vm ns ip port; do
+    for c in containerd kuryr-daemon kubelet; do
+      if running "$c-$node"; then st=up; else st=down; fi
+      printf '%-24s %-8s %s\n' "$c-$node" "$st" "$(cat "$(pidfile "$c-$node")" 2>/dev/null || true)"
+    done
+  done < <(nodes)
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) die "usage: kubelet-nodes.sh up|down|status" ;;
+esac
