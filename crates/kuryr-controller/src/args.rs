@@ -279,6 +279,10 @@ impl Args {
             registry: Arc::new(registry),
             ready: rt.ready.clone(),
         };
+        if self.leader_elect {
+            // A standby is ready to take over: /readyz must not hold a rollout up behind it.
+            rt.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let admin = tokio::spawn(admin::serve(self.metrics_addr, state, shutdown_signal()));
         let shutdown: Stop = shutdown_signal().boxed().shared();
         let gc_interval = self.gc_config().interval;

@@ -3,6 +3,7 @@
 //! one, never skip.
 
 pub mod cloud;
+pub mod cluster;
 pub mod kube;
 pub mod netns;
 

@@ -1,0 +1,169 @@
+//! Kubernetes-side helpers for tests that run controllers against the lab: CRDs, a namespace of their own,
+//! scheduled pods (no kubelet needed), waiting for KuryrPorts to be Ready, and cleanup after a failure.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::ResourceExt;
+use kuryr_api::KuryrPort;
+
+const CRD_MANAGER: &str = "kuryr-crd-test";
+
+/// Applies the Kuryr CRDs and waits until they are established.
+pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kuryr_api::crds::crds() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply(CRD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await??;
+    }
+    Ok(())
+}
+
+pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(())
+}
+
+pub async fn delete_namespace(client: &kube::Client, name: &str) {
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+/// A pod already scheduled on `node` (the lab has no kubelet on most VMs: it stays Pending).
+pub fn scheduled_pod(name: &str, node: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            containers: vec![Container {
+                name: "pause".into(),
+                image: Some("registry.k8s.io/pause:3.9".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// Every VIF active and the `Ready` condition true.
+pub fn is_ready(kp: &KuryrPort) -> bool {
+    kp.status
+        .as_ref()
+        .is_some_and(|s| s.all_active() && kuryr_api::conditions::is_condition_true(&s.conditions, "Ready"))
+}
+
+/// Waits until each named KuryrPort of `ns` is Ready; returns them by name.
+pub async fn wait_ready(
+    client: &kube::Client,
+    ns: &str,
+    names: &[String],
+    timeout: Duration,
+) -> anyhow::Result<BTreeMap<String, KuryrPort>> {
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ready: BTreeMap<String, KuryrPort> = kps
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|kp| names.contains(&kp.name_any()) && is_ready(kp))
+            .map(|kp| (kp.name_any(), kp))
+            .collect();
+        if ready.len() == names.len() {
+            return Ok(ready);
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = names.iter().filter(|n| !ready.contains_key(*n)).collect();
+            bail!("KuryrPorts not Ready within {timeout:?}: {missing:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// After a failure: strip finalizers from pods and KuryrPorts of `ns` and delete the pods.
+pub async fn strip_and_delete_all(client: &kube::Client, ns: &str) {
+    let strip = serde_json::json!({"metadata": {"finalizers": null}});
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = kps.list(&ListParams::default()).await {
+        for kp in list {
+            let _ = kps
+                .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                .await;
+        }
+    }
+    if let Ok(list) = pods.list(&ListParams::default()).await {
+        for pod in list {
+            let _ = pods
+                .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                .await;
+            let _ = pods
+                .delete(
+                    &pod.name_any(),
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..DeleteParams::default()
+                    },
+                )
+                .await;
+        }
+    }
+}
+
+/// Path of a workspace binary, built first (`cargo build -p <package> --bin <bin>`; a no-op when fresh).
+/// Tests in this crate cannot use `CARGO_BIN_EXE_*` for another package's binaries.
+pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--locked", "-p", package, "--bin", bin])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build -p {package} --bin {bin} failed");
+    }
+    // This test binary is target/<profile>/deps/<name>: the binary sits in target/<profile>.
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .context("test binary outside target/<profile>/deps")?;
+    let path = dir.join(bin);
+    if !path.exists() {
+        bail!("{} not found after building it", path.display());
+    }
+    Ok(path)
+}
