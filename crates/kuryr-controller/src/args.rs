@@ -21,6 +21,8 @@ use crate::config_file::{self, Known};
 use crate::gc::{Collector, GcConfig};
 use crate::leader::{self, Ended, LeaderConfig, Stop};
 use crate::metrics::Metrics;
+use crate::networks::{NetworksConfig, SubnetMode};
+use crate::policies::PolicyConfig;
 use crate::runtime::{self, Runtime};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -124,12 +126,67 @@ pub struct Args {
     pub gc_grace_seconds: u64,
     #[arg(long, env = "KURYR_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Only Namespaces matching this label selector get networks and policies.
+    #[arg(long, env = "KURYR_NAMESPACE_SELECTOR")]
+    pub namespace_selector: Option<String>,
+    /// `default`: every pod on --pod-subnet; `namespace`: one network + subnet per Namespace.
+    #[arg(long, env = "KURYR_SUBNET_DRIVER", value_enum, default_value = "default")]
+    pub subnet_driver: SubnetDriverArg,
+    /// Subnet pool of namespace subnets; without it one is found by tags or made from --namespace-prefixes.
+    #[arg(long, env = "KURYR_NAMESPACE_SUBNET_POOL")]
+    pub namespace_subnet_pool: Option<String>,
+    #[arg(
+        long,
+        env = "KURYR_NAMESPACE_PREFIXES",
+        value_delimiter = ',',
+        default_value = "10.128.0.0/14"
+    )]
+    pub namespace_prefixes: Vec<String>,
+    #[arg(long, env = "KURYR_NAMESPACE_PREFIXLEN", default_value_t = 24)]
+    pub namespace_prefixlen: u8,
+    /// Router of namespace subnets; default: the router of --pod-subnet.
+    #[arg(long, env = "KURYR_NAMESPACE_ROUTER")]
+    pub namespace_router: Option<String>,
+    /// Create namespace networks when namespaces appear, not with their first pod.
+    #[arg(long, env = "KURYR_NAMESPACE_EAGER")]
+    pub namespace_eager: bool,
+    /// Enforce NetworkPolicies with security groups.
+    #[arg(long, env = "KURYR_NETWORK_POLICY")]
+    pub network_policy: bool,
+    /// Opt-in: pods no policy selects accept ingress only from their own namespace (needs --pod-cidrs).
+    #[arg(long, env = "KURYR_NAMESPACE_ISOLATION")]
+    pub namespace_isolation: bool,
+    #[arg(long, env = "KURYR_POD_CIDRS", value_delimiter = ',')]
+    pub pod_cidrs: Vec<String>,
+    /// Service ClusterIP ranges (Services are part of policies only when set).
+    #[arg(long, env = "KURYR_SERVICE_CIDRS", value_delimiter = ',')]
+    pub service_cidrs: Vec<String>,
+    #[arg(long, env = "KURYR_NODE_CIDRS", value_delimiter = ',')]
+    pub node_cidrs: Vec<String>,
+    /// Security groups kuryr may use (what the project quota leaves); unlimited when absent.
+    #[arg(long, env = "KURYR_SG_QUOTA")]
+    pub sg_quota: Option<usize>,
+    /// Security group rules kuryr may use.
+    #[arg(long, env = "KURYR_SG_RULE_QUOTA")]
+    pub sg_rule_quota: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SubnetDriverArg {
+    Default,
+    Namespace,
+}
+
+fn cidrs(list: &[String]) -> anyhow::Result<Vec<kuryr_core::policy::Cidr>> {
+    list.iter()
+        .map(|c| c.parse().map_err(|e| anyhow::anyhow!("{c}: {e}")))
+        .collect()
 }
 
 impl Args {
@@ -157,6 +214,32 @@ impl Args {
             );
         }
         self.leader_config().validate().map_err(anyhow::Error::msg)?;
+        c.namespace_selector = self.namespace_selector.clone();
+        c.networks = NetworksConfig {
+            mode: match self.subnet_driver {
+                SubnetDriverArg::Default => SubnetMode::Default,
+                SubnetDriverArg::Namespace => SubnetMode::Namespace,
+            },
+            subnet_pool_id: self.namespace_subnet_pool.clone(),
+            pool_prefixes: self.namespace_prefixes.clone(),
+            prefixlen: self.namespace_prefixlen,
+            router_id: self.namespace_router.clone(),
+            eager: self.namespace_eager,
+        };
+        c.policy = PolicyConfig {
+            enabled: self.network_policy,
+            namespace_isolation: self.namespace_isolation,
+            pod_cidrs: cidrs(&self.pod_cidrs)?,
+            service_cidrs: cidrs(&self.service_cidrs)?,
+            node_cidrs: cidrs(&self.node_cidrs)?,
+            quota: kuryr_core::policy::Quota {
+                security_groups: self.sg_quota,
+                security_group_rules: self.sg_rule_quota,
+            },
+        };
+        if c.policy.namespace_isolation && c.policy.pod_cidrs.is_empty() {
+            anyhow::bail!("--namespace-isolation needs --pod-cidrs");
+        }
         Ok(c)
     }
 

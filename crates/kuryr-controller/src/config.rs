@@ -29,6 +29,13 @@ pub struct Config {
     /// First interval of the ACTIVE poll; it grows by half each time up to [`Config::active_poll_max`].
     pub active_poll_min: Duration,
     pub active_poll_max: Duration,
+    /// Only Namespaces matching this label selector (and the objects in them) are handled by the namespace
+    /// and NetworkPolicy controllers (tests, or several clusters sharing one API server).
+    pub namespace_selector: Option<String>,
+    /// Which subnet pods take their IP from, and how namespace networks are made.
+    pub networks: crate::networks::NetworksConfig,
+    /// NetworkPolicy enforcement (off unless enabled).
+    pub policy: crate::policies::PolicyConfig,
 }
 
 impl Config {
@@ -47,6 +54,9 @@ impl Config {
             // Subports of an ACTIVE trunk go ACTIVE in 0.05-1.3 s on ML2/OVN: poll often at first.
             active_poll_min: Duration::from_millis(100),
             active_poll_max: Duration::from_secs(5),
+            namespace_selector: None,
+            networks: crate::networks::NetworksConfig::default(),
+            policy: crate::policies::PolicyConfig::default(),
         }
     }
 }

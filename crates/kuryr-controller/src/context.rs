@@ -40,6 +40,8 @@ pub struct Context {
     pub vlans: Mutex<VlanBook>,
     parents: Mutex<HashMap<String, Parent>>,
     pub(crate) subnet: OnceCell<Subnet>,
+    /// Namespace subnets and per-namespace locks (namespace subnet mode).
+    pub networks: crate::networks::State,
     /// Status this controller last wrote per KuryrPort uid: the watch cache may not show it yet when the
     /// next reconcile runs, and acting on the older copy would allocate a second port.
     written: Mutex<HashMap<String, KuryrPortStatus>>,
@@ -85,6 +87,7 @@ impl Context {
             kuryrports,
             parents: Mutex::default(),
             subnet: OnceCell::new(),
+            networks: crate::networks::State::default(),
             written: Mutex::default(),
             wiring: Mutex::default(),
             failures: Mutex::default(),

@@ -30,6 +30,12 @@ pub enum Error {
     #[error("serializing: {0}")]
     Serialize(#[from] serde_json::Error),
 
+    #[error("{0} port(s) still on the namespace network; waiting for them to be released")]
+    Draining(usize),
+
+    #[error("network policy: {0}")]
+    Policy(#[from] kuryr_core::policy::PolicyError),
+
     /// Boxed: the finalizer helper's error wraps this type.
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
@@ -52,6 +58,8 @@ impl Error {
             Error::Unsupported(_) => "unsupported".into(),
             Error::MissingField(_) => "missing_field".into(),
             Error::Serialize(_) => "serialize".into(),
+            Error::Draining(_) => "draining".into(),
+            Error::Policy(_) => "policy".into(),
             Error::Finalizer(e) => match &**e {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),
@@ -70,6 +78,10 @@ impl Error {
             Error::NodeNotFound(_) => "NodeNotFound",
             Error::Unsupported(_) => "Unsupported",
             Error::MissingField(_) | Error::Serialize(_) => "InvalidObject",
+            Error::Draining(_) => "Draining",
+            Error::Policy(kuryr_core::policy::PolicyError::TooManyRules { .. })
+            | Error::Policy(kuryr_core::policy::PolicyError::TooManySecurityGroups { .. }) => "OverQuota",
+            Error::Policy(_) => "InvalidPolicy",
             Error::Finalizer(e) => match &**e {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),

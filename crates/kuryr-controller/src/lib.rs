@@ -4,6 +4,8 @@
 //!   and creates its KuryrPort; on deletion deletes the KuryrPort and lets the pod go once it is gone.
 //! - [`ports::reconcile`]: the KuryrPort controller. Creates the pod's Neutron port, makes it a VLAN subport
 //!   of the node VM's trunk, records the VIF in the status and waits for ACTIVE; releases it all on deletion.
+//! - [`networks`]: one Neutron network + subnet per Namespace (KuryrNetwork), and the pod subnet choice.
+//! - [`policies`]: NetworkPolicies → security groups (KuryrNetworkPolicy), see docs/network-policy.md.
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`.
 //!
 //! Decisions come from `kuryr-core`; cloud calls go through `kuryr-openstack`. See docs/controller.md.
@@ -20,9 +22,12 @@ pub mod errors;
 pub mod gc;
 pub mod leader;
 pub mod metrics;
+pub mod networks;
 pub mod pods;
+pub mod policies;
 pub mod ports;
 pub mod runtime;
+pub mod scope;
 
 pub use args::Args;
 pub use config::Config;

@@ -7,14 +7,16 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::{Api, KuryrPort, Node, Pod};
+use kuryr_api::{Api, KuryrNetwork, KuryrPort, Node, Pod};
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::config::Config;
 use crate::context::Context;
 use crate::metrics::Metrics;
+use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
+use crate::policies;
 use crate::ports::reconcile;
 
 /// Everything [`run`] needs besides the shutdown trigger.
@@ -109,6 +111,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     };
 
+    let extra = extra_controllers(ctx.clone(), shutdown.clone());
     let kp_run = kp_controller
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
@@ -116,15 +119,57 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
         .instrument(info_span!("kuryrport_controller"));
     let pod_run = pod_controller
         .graceful_shutdown_on(shutdown.clone())
-        .run(frontend::reconcile, frontend::error_policy, ctx)
+        .run(frontend::reconcile, frontend::error_policy, ctx.clone())
         .for_each(|_| futures::future::ready(()))
         .instrument(info_span!("pod_controller"));
 
     // The node watch never ends by itself: stop it with the controllers.
     tokio::select! {
-        _ = async { tokio::join!(kp_run, pod_run, readiness) } => {}
+        _ = async { tokio::join!(kp_run, pod_run, readiness, extra) } => {}
         _ = node_watch.instrument(info_span!("node_watch")) => {}
     }
     info!("controllers stopped");
     Ok(())
+}
+
+/// The namespace-network controllers (namespace subnet mode) and the NetworkPolicy controller (enabled),
+/// as configured; finishes when they all stop. Public so that a test can run them without the pod path.
+pub fn extra_controllers(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
+) -> impl Future<Output = ()> {
+    let mut runs: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
+    if ctx.config.networks.mode == SubnetMode::Namespace {
+        let wc = watcher::Config::default();
+        let (ns_api, ns_wc) = crate::scope::namespace_watch(&ctx.client, &ctx.config);
+        let kn_api: Api<KuryrNetwork> = crate::scope::namespaced(&ctx.client, &ctx.config);
+        runs.push(
+            Controller::new(kn_api, wc)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(
+                    networks::reconcile::reconcile,
+                    networks::reconcile::error_policy,
+                    ctx.clone(),
+                )
+                .for_each(|_| futures::future::ready(()))
+                .instrument(info_span!("kuryrnetwork_controller"))
+                .boxed(),
+        );
+        runs.push(
+            Controller::new(ns_api, ns_wc)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(
+                    networks::reconcile::namespace,
+                    networks::reconcile::namespace_error_policy,
+                    ctx.clone(),
+                )
+                .for_each(|_| futures::future::ready(()))
+                .instrument(info_span!("namespace_controller"))
+                .boxed(),
+        );
+    }
+    if ctx.config.policy.enabled {
+        runs.push(policies::controller::run(ctx, shutdown).boxed());
+    }
+    futures::future::join_all(runs).map(|_| ())
 }

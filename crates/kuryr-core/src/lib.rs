@@ -27,7 +27,7 @@ pub use drivers::{driver_for, DriverConfig, NestedMacvlan, NestedVlan, NeutronVi
 pub use error::CoreError;
 pub use pool::{Pool, PoolKey, PoolParent, Pools};
 pub use pool_sizing::{PoolLimits, PoolLoad, PoolPlan};
-pub use subnet::{DefaultSubnet, SubnetSelector};
+pub use subnet::{DefaultSubnet, NamespaceSubnets, SubnetSelector};
 pub use vif::{Attachment, PodFacts, PortOwner, PortParams, PortRequest};
 pub use vlan::{VlanAllocator, VlanBook, VlanRange};
 pub use vrrp::VrrpMacs;

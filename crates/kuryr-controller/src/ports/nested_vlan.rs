@@ -32,7 +32,7 @@ pub fn owner(ctx: &Context, pod_uid: &str) -> Owner {
 /// Nothing is left behind on failure: the port is detached and deleted, its VLAN released.
 pub async fn allocate(ctx: &Context, facts: &PodFacts) -> Result<Vif> {
     let parent = parent::parent_of(ctx, &facts.node_name).await?;
-    let subnet = parent::pod_subnet(ctx).await?;
+    let subnet = crate::networks::selector::pod_subnet(ctx, facts).await?;
     let tags: BTreeSet<String> = owner(ctx, &facts.uid).tags()?.into_iter().collect();
     let driver = NestedVlan {
         link_iface: ctx.config.driver.link_iface.clone(),

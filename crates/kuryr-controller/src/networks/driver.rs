@@ -1,0 +1,210 @@
+//! The Neutron side of a namespace network. Every object carries the KuryrNetwork's ownership tags and is
+//! looked up by them before anything is created, so a crash between two calls is completed by the next
+//! reconcile instead of leaving a second network behind.
+
+use kuryr_api::KuryrNetworkStatus;
+use kuryr_openstack::neutron::networks::{self, CreateNetwork, Network};
+use kuryr_openstack::neutron::routers::{self, Interface};
+use kuryr_openstack::neutron::subnetpools::{self, CreateSubnetPool};
+use kuryr_openstack::neutron::subnets::{self, CreateSubnet, Subnet};
+use kuryr_openstack::neutron::{ports, trunks, Filter};
+use kuryr_openstack::Owner;
+use tracing::info;
+
+use crate::context::Context;
+use crate::errors::{Error, Result};
+use crate::ports::nested_vlan;
+
+/// Ownership tags' kind of namespace networks and subnets (uid: the KuryrNetwork's).
+pub const OWNER_KIND: &str = "KuryrNetwork";
+/// Kind and uid of the subnet pool this cluster creates when none is configured.
+pub const POOL_KIND: &str = "SubnetPool";
+pub const POOL_UID: &str = "namespaces";
+const ROUTER_INTERFACE: &str = "network:router_interface";
+const SUBPORT_OWNER: &str = "trunk:subport";
+
+pub fn owner(ctx: &Context, kn_uid: &str) -> Owner {
+    Owner::new(&ctx.config.cluster_id, OWNER_KIND, kn_uid)
+}
+
+/// What exists for one namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamespaceNetwork {
+    pub network: Network,
+    pub subnet: Subnet,
+    pub router_id: String,
+}
+
+impl NamespaceNetwork {
+    /// The KuryrNetwork status fields it fills.
+    pub fn fill(&self, st: &mut KuryrNetworkStatus) {
+        st.net_id = Some(self.network.id.clone());
+        st.subnet_id = Some(self.subnet.id.clone());
+        st.subnet_cidr = Some(self.subnet.cidr.clone());
+        st.router_id = Some(self.router_id.clone());
+    }
+}
+
+/// The configured subnet pool, or the one this cluster created (found by its tags), or a new one.
+pub async fn subnet_pool(ctx: &Context) -> Result<String> {
+    if let Some(id) = &ctx.config.networks.subnet_pool_id {
+        return Ok(id.clone());
+    }
+    let id = ctx
+        .networks
+        .pool
+        .get_or_try_init(|| async {
+            let owner = Owner::new(&ctx.config.cluster_id, POOL_KIND, POOL_UID);
+            let found = subnetpools::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+            if let Some(p) = found.into_iter().next() {
+                return Ok::<_, Error>(p.id);
+            }
+            let req = CreateSubnetPool {
+                name: format!("kuryr-namespaces-{}", ctx.config.cluster_id),
+                prefixes: ctx.config.networks.pool_prefixes.clone(),
+                default_prefixlen: Some(ctx.config.networks.prefixlen),
+                project_id: Some(ctx.project_id.clone()),
+                ..CreateSubnetPool::default()
+            };
+            let p = subnetpools::create(&ctx.cloud, &req, &owner.tags()?).await?;
+            info!(pool = p.id, prefixes = ?p.prefixes, "subnet pool for namespace subnets created");
+            Ok(p.id)
+        })
+        .await?;
+    Ok(id.clone())
+}
+
+/// The configured router, or the one the default pod subnet is plugged into.
+pub async fn router(ctx: &Context) -> Result<String> {
+    if let Some(id) = &ctx.config.networks.router_id {
+        return Ok(id.clone());
+    }
+    let id = ctx
+        .networks
+        .router
+        .get_or_try_init(|| async {
+            let f = Filter::new()
+                .eq("device_owner", ROUTER_INTERFACE)
+                .fixed_ip_subnet(&ctx.config.pod_subnet_id);
+            let found = ports::list(&ctx.cloud, f).await?;
+            found.into_iter().next().map(|p| p.device_id).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "namespace networks without --namespace-router: pod subnet {} has no router",
+                    ctx.config.pod_subnet_id
+                ))
+            })
+        })
+        .await?;
+    Ok(id.clone())
+}
+
+/// Finds or creates the namespace's network, subnet and router interface (each step idempotent).
+pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str) -> Result<NamespaceNetwork> {
+    let owner = owner(ctx, kn_uid);
+    let tags = owner.tags()?;
+    let mut nets = networks::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+    // Oldest first: a duplicate from a lost create answer is removed with the namespace.
+    nets.sort_by(|a, b| a.id.cmp(&b.id));
+    let network = match nets.into_iter().next() {
+        Some(n) => n,
+        None => {
+            let req = CreateNetwork {
+                project_id: Some(ctx.project_id.clone()),
+                ..CreateNetwork::named(format!("kuryr-ns-{namespace}"))
+            };
+            let n = networks::create(&ctx.cloud, &req, &tags).await?;
+            info!(namespace, network = n.id, "namespace network created");
+            n
+        }
+    };
+    let found = subnets::list(&ctx.cloud, Filter::new().eq("network_id", &network.id)).await?;
+    let subnet = match found.into_iter().next() {
+        Some(s) => s,
+        None => {
+            let req = CreateSubnet {
+                network_id: network.id.clone(),
+                ip_version: 4,
+                name: Some(format!("kuryr-ns-{namespace}")),
+                subnetpool_id: Some(subnet_pool(ctx).await?),
+                prefixlen: Some(ctx.config.networks.prefixlen),
+                enable_dhcp: Some(false),
+                project_id: Some(ctx.project_id.clone()),
+                ..CreateSubnet::default()
+            };
+            let s = subnets::create(&ctx.cloud, &req, &tags).await?;
+            info!(
+                namespace,
+                subnet = s.id,
+                cidr = s.cidr,
+                "namespace subnet created"
+            );
+            s
+        }
+    };
+    let router_id = router(ctx).await?;
+    let f = Filter::new()
+        .eq("device_id", &router_id)
+        .eq("network_id", &network.id);
+    if ports::list(&ctx.cloud, f).await?.is_empty() {
+        routers::add_interface(&ctx.cloud, &router_id, &Interface::Subnet(subnet.id.clone())).await?;
+        info!(
+            namespace,
+            router = router_id,
+            "namespace subnet plugged into the router"
+        );
+    }
+    Ok(NamespaceNetwork {
+        network,
+        subnet,
+        router_id,
+    })
+}
+
+/// Deletes everything tagged for the KuryrNetwork: kuryr's own leftover ports (pool ports, ports whose pod
+/// is gone) are detached and deleted, the router interface removed, then subnets and networks. Ports of
+/// pods still being released (`busy`) and foreign ports are waited for: returns how many (0: all gone).
+pub async fn delete(ctx: &Context, kn_uid: &str, busy: &(dyn Fn(&str) -> bool + Sync)) -> Result<usize> {
+    let owner = owner(ctx, kn_uid);
+    let cluster_tag = Owner::cluster_filter(&ctx.config.cluster_id);
+    let nets = networks::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+    let mut waiting = 0;
+    for net in &nets {
+        for p in ports::list(&ctx.cloud, Filter::new().eq("network_id", &net.id)).await? {
+            let ours = cluster_tag.iter().all(|t| p.tags.contains(t));
+            if p.device_owner == ROUTER_INTERFACE {
+                routers::remove_interface(&ctx.cloud, &p.device_id, &Interface::Port(p.id.clone())).await?;
+            } else if p.device_owner.starts_with("network:") {
+                // DHCP / OVN metadata ports: Neutron deletes them with the network.
+            } else if ours && !busy(&p.id) {
+                if p.device_owner == SUBPORT_OWNER {
+                    // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
+                    let trunk = if p.device_id.is_empty() {
+                        let all = trunks::list(&ctx.cloud, Filter::new()).await?;
+                        all.into_iter()
+                            .find(|t| t.sub_ports.iter().any(|s| s.port_id == p.id))
+                            .map(|t| t.id)
+                    } else {
+                        Some(p.device_id.clone())
+                    };
+                    if let Some(trunk) = trunk {
+                        nested_vlan::detach(ctx, &trunk, &p.id).await?;
+                    }
+                }
+                ports::delete(&ctx.cloud, &p.id).await?;
+            } else {
+                waiting += 1;
+            }
+        }
+    }
+    if waiting > 0 {
+        return Ok(waiting);
+    }
+    for s in subnets::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await? {
+        subnets::delete(&ctx.cloud, &s.id).await?;
+    }
+    for n in &nets {
+        networks::delete(&ctx.cloud, &n.id).await?;
+        info!(network = n.id, "namespace network deleted");
+    }
+    Ok(0)
+}

@@ -1,0 +1,90 @@
+//! Namespace networks (upstream's `namespace` subnet driver): each Namespace gets a Neutron network, a
+//! subnet carved from a subnet pool and an interface on the pod router, recorded in a KuryrNetwork named
+//! after the namespace. Pods then take their IP from their namespace's subnet.
+//!
+//! - [`driver`]: the Neutron side (find by ownership tags, create, delete while ports drain);
+//! - [`selector`]: which subnet a pod's port goes on (`default` or `namespace` mode);
+//! - [`reconcile`]: the KuryrNetwork controller (finalizer) and the Namespace front end (eager creation,
+//!   label sync).
+//!
+//! See docs/namespaces.md.
+
+pub mod driver;
+pub mod reconcile;
+pub mod selector;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kuryr_core::neutron::Subnet;
+
+/// Where pods take their IP from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SubnetMode {
+    /// Every pod on `Config::pod_subnet_id`.
+    #[default]
+    Default,
+    /// Each pod on its namespace's subnet (one network per namespace).
+    Namespace,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworksConfig {
+    pub mode: SubnetMode,
+    /// Subnet pool namespace subnets come from; `None`: find (by ownership tags) or create one from
+    /// `pool_prefixes`.
+    pub subnet_pool_id: Option<String>,
+    pub pool_prefixes: Vec<String>,
+    /// Prefix length of each namespace's subnet.
+    pub prefixlen: u8,
+    /// Router namespace subnets are plugged into; `None`: the router of the default pod subnet.
+    pub router_id: Option<String>,
+    /// Create every namespace's network when the namespace appears, not when its first pod needs it.
+    pub eager: bool,
+}
+
+impl Default for NetworksConfig {
+    fn default() -> Self {
+        Self {
+            mode: SubnetMode::Default,
+            subnet_pool_id: None,
+            pool_prefixes: vec!["10.128.0.0/14".into()],
+            prefixlen: 24,
+            router_id: None,
+            eager: false,
+        }
+    }
+}
+
+/// In-memory state: subnets known per namespace, and one lock per namespace so that the pod path and the
+/// KuryrNetwork controller never create a namespace's network twice.
+#[derive(Default)]
+pub struct State {
+    subnets: Mutex<HashMap<String, Subnet>>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pool: tokio::sync::OnceCell<String>,
+    router: tokio::sync::OnceCell<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl State {
+    pub fn subnet(&self, namespace: &str) -> Option<Subnet> {
+        lock(&self.subnets).get(namespace).cloned()
+    }
+
+    pub fn remember(&self, namespace: &str, subnet: Subnet) {
+        lock(&self.subnets).insert(namespace.to_owned(), subnet);
+    }
+
+    pub fn forget(&self, namespace: &str) {
+        lock(&self.subnets).remove(namespace);
+    }
+
+    /// The namespace's lock (held across the Neutron calls that create or delete its network).
+    pub fn lock_for(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.locks).entry(namespace.to_owned()).or_default().clone()
+    }
+}
