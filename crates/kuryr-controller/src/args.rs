@@ -341,7 +341,7 @@ impl Args {
         if let Err(e) = features.require("kuryr-controller", "trunk") {
             anyhow::bail!("{e}");
         }
-        Metrics::register_cloud(&mut registry, &cloud);
+        Metrics::register_cloud(&mut registry, cloud.metrics().clone());
         let project_id = config.project_id.clone().or_else(|| cloud.project_id());
         let collector = Collector::new(
             cloud.clone(),

@@ -467,6 +467,22 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_configmap_is_a_valid_controller_config() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/controller/configmap.yaml"
+        );
+        let cm: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let text = cm["data"]["kuryr.yaml"].as_str().unwrap();
+        let pairs = yaml_pairs("kuryr.yaml", text, &known()).unwrap();
+        let mut argv: Vec<OsString> = vec!["kuryr-controller".into()];
+        argv.extend(pairs.iter().map(|(k, v)| OsString::from(format!("--{k}={v}"))));
+        let args = <Args as clap::Parser>::try_parse_from(argv).unwrap();
+        args.config().unwrap();
+        assert!(args.leader_elect);
+    }
+
+    #[test]
     fn credentials_in_a_world_readable_file_are_refused() {
         let text = "[neutron]\nusername = kuryr\npassword = s3cret\n";
         let e = check_secrets("/etc/kuryr/kuryr.conf", text, 0o100644).unwrap_err();

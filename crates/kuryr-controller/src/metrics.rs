@@ -137,11 +137,11 @@ impl Metrics {
         m
     }
 
-    /// Exports kuryr-openstack's rate-limiter, retry and re-auth counters of `cloud` at every scrape.
-    pub fn register_cloud(registry: &mut Registry, cloud: &kuryr_openstack::Cloud) {
+    /// Exports kuryr-openstack's rate-limiter, retry and re-auth counters (`cloud.metrics()`) at every scrape.
+    pub fn register_cloud(registry: &mut Registry, counters: Arc<kuryr_openstack::Metrics>) {
         registry
             .sub_registry_with_prefix("kuryr")
-            .register_collector(Box::new(CloudCounters(cloud.metrics().clone())));
+            .register_collector(Box::new(CloudCounters(counters)));
     }
 
     pub fn gc_swept(&self, lb_states: &std::collections::BTreeMap<String, u64>) {
