@@ -10,6 +10,13 @@ pub const TIMEOUT_CLIENT_DATA: &str = "openstack.org/kuryr-timeout-client-data";
 /// On a Service: Octavia listener `timeout_member_data` in milliseconds (decimal string).
 pub const TIMEOUT_MEMBER_DATA: &str = "openstack.org/kuryr-timeout-member-data";
 
+/// On a Service: Octavia provider of its load balancer (`ovn`, `amphora`), overriding the controller's default.
+pub const LB_PROVIDER: &str = "openstack.org/kuryr-lb-provider";
+
+/// On a Service: health monitor on every pool: `true`/`TCP`/`HTTP`, or a KuryrLoadBalancer `healthMonitor`
+/// object as JSON.
+pub const HEALTH_MONITOR: &str = "openstack.org/kuryr-health-monitor";
+
 /// On a Namespace (or Pod/Service): the OpenStack project to create resources in (annotation project driver).
 pub const PROJECT: &str = "openstack.org/kuryr-project";
 

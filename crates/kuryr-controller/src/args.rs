@@ -92,6 +92,27 @@ pub struct Args {
     /// Ports per bulk create.
     #[arg(long, env = "KURYR_PORTS_POOL_BATCH", default_value_t = 10)]
     pub ports_pool_batch: u32,
+    /// Subnet of the Service IP range: turns on Services → Octavia (VIP = clusterIP on this subnet).
+    #[arg(long, env = "KURYR_SERVICE_SUBNET")]
+    pub service_subnet: Option<String>,
+    /// External network for floating IPs of type=LoadBalancer Services.
+    #[arg(long, env = "KURYR_EXTERNAL_NETWORK")]
+    pub external_network: Option<String>,
+    /// Octavia provider for Services that name none (annotation openstack.org/kuryr-lb-provider).
+    #[arg(long, env = "KURYR_LB_PROVIDER")]
+    pub lb_provider: Option<String>,
+    /// Octavia's own default provider (for the feature gates when none is named).
+    #[arg(long, env = "KURYR_LB_DEFAULT_PROVIDER", default_value = "amphora")]
+    pub lb_default_provider: String,
+    /// Seconds a load balancer may stay PENDING_* before it is replaced.
+    #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
+    pub lb_pending_limit: u64,
+    /// Seconds between drift checks of each load balancer against Octavia.
+    #[arg(long, env = "KURYR_LB_DRIFT_INTERVAL", default_value_t = 300)]
+    pub lb_drift_interval: u64,
+    /// Milliseconds over which endpoint changes are gathered into one member replace.
+    #[arg(long, env = "KURYR_LB_COALESCE_MS", default_value_t = 300)]
+    pub lb_coalesce_ms: u64,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "KURYR_METRICS_ADDR", default_value = "0.0.0.0:8082")]
     pub metrics_addr: SocketAddr,
@@ -240,6 +261,17 @@ impl Args {
         if c.policy.namespace_isolation && c.policy.pod_cidrs.is_empty() {
             anyhow::bail!("--namespace-isolation needs --pod-cidrs");
         }
+        c.services = self.service_subnet.as_ref().map(|subnet| {
+            let mut s = crate::services::ServicesConfig::new(subnet);
+            s.member_subnet_id = Some(self.pod_subnet.clone());
+            s.external_network_id = self.external_network.clone();
+            s.provider = self.lb_provider.clone();
+            s.default_provider = self.lb_default_provider.clone();
+            s.pending_limit = std::time::Duration::from_secs(self.lb_pending_limit);
+            s.drift_interval = std::time::Duration::from_secs(self.lb_drift_interval);
+            s.coalesce = std::time::Duration::from_millis(self.lb_coalesce_ms);
+            s
+        });
         Ok(c)
     }
 

@@ -36,6 +36,8 @@ pub struct Config {
     pub networks: crate::networks::NetworksConfig,
     /// NetworkPolicy enforcement (off unless enabled).
     pub policy: crate::policies::PolicyConfig,
+    /// Services → Octavia; `None` leaves Services alone (no `--service-subnet`).
+    pub services: Option<crate::services::ServicesConfig>,
 }
 
 impl Config {
@@ -57,6 +59,7 @@ impl Config {
             namespace_selector: None,
             networks: crate::networks::NetworksConfig::default(),
             policy: crate::policies::PolicyConfig::default(),
+            services: None,
         }
     }
 }

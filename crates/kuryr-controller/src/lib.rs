@@ -6,6 +6,8 @@
 //!   of the node VM's trunk, records the VIF in the status and waits for ACTIVE; releases it all on deletion.
 //! - [`networks`]: one Neutron network + subnet per Namespace (KuryrNetwork), and the pod subnet choice.
 //! - [`policies`]: NetworkPolicies → security groups (KuryrNetworkPolicy), see docs/network-policy.md.
+//! - [`services`]: the Service front end (Service + endpoints → KuryrLoadBalancer) and
+//!   [`loadbalancers`], the KuryrLoadBalancer controller that makes Octavia match it (docs/services.md).
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`.
 //!
 //! Decisions come from `kuryr-core`; cloud calls go through `kuryr-openstack`. See docs/controller.md.
@@ -21,6 +23,7 @@ pub mod convert;
 pub mod errors;
 pub mod gc;
 pub mod leader;
+pub mod loadbalancers;
 pub mod metrics;
 pub mod networks;
 pub mod pods;
@@ -28,6 +31,7 @@ pub mod policies;
 pub mod ports;
 pub mod runtime;
 pub mod scope;
+pub mod services;
 
 pub use args::Args;
 pub use config::Config;

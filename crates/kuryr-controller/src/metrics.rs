@@ -56,6 +56,10 @@ pub struct Metrics {
     pub gc_suspects: Gauge,
     pub loadbalancers: Family<Labels1, Gauge>,
     pub leader: Gauge,
+    /// Load balancers replaced (cascade delete + create) by why: `error`, `stuck`, `lost`.
+    pub lb_repairs: Family<Labels1, Counter>,
+    /// Octavia writes by kind (`create_loadbalancer`, `replace_members`, ...).
+    pub lb_ops: Family<Labels1, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -78,6 +82,8 @@ impl Default for Metrics {
             gc_suspects: Gauge::default(),
             loadbalancers: Family::default(),
             leader: Gauge::default(),
+            lb_repairs: Family::default(),
+            lb_ops: Family::default(),
         }
     }
 }
@@ -133,6 +139,16 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader Lease",
             m.leader.clone(),
+        );
+        reg.register(
+            "lb_repairs",
+            "Octavia load balancers replaced because they were in ERROR, stuck PENDING_* or gone",
+            m.lb_repairs.clone(),
+        );
+        reg.register(
+            "lb_ops",
+            "Octavia writes by the KuryrLoadBalancer controller",
+            m.lb_ops.clone(),
         );
         m
     }

@@ -82,6 +82,24 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
             futures::future::ready(())
         });
 
+    // Services → Octavia, when a service subnet is configured.
+    let services = {
+        let (c, cl, cf, m, s) = (
+            client.clone(),
+            cloud.clone(),
+            config.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        );
+        async move {
+            if cf.services.is_some() {
+                if let Err(e) = crate::services::run(c, cl, cf, m, s).await {
+                    warn!(error = %e, "services controllers");
+                }
+            }
+        }
+    };
+
     let kp_api: Api<KuryrPort> = scoped(&client, ns.as_deref());
     let pod_api: Api<Pod> = scoped(&client, ns.as_deref());
     let kp_controller = Controller::new(kp_api.clone(), wc.clone());
@@ -125,7 +143,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
 
     // The node watch never ends by itself: stop it with the controllers.
     tokio::select! {
-        _ = async { tokio::join!(kp_run, pod_run, readiness, extra) } => {}
+        _ = async { tokio::join!(kp_run, pod_run, readiness, extra, services) } => {}
         _ = node_watch.instrument(info_span!("node_watch")) => {}
     }
     info!("controllers stopped");

@@ -3,7 +3,8 @@
 //!
 //! Pod networking: [`vlan`] (per-trunk VLAN ids), [`pool`] / [`pool_sizing`] (warm port pools),
 //! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle), [`kuryrport`] (status and release),
-//! on the cloud values of [`neutron`]. NetworkPolicy compilation lives in `policy`.
+//! on the cloud values of [`neutron`]. NetworkPolicy compilation lives in `policy`; Services → Octavia in
+//! [`lb`].
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod drivers;
 pub mod error;
 pub mod gc;
 pub mod kuryrport;
+pub mod lb;
 pub mod neutron;
 pub mod parent;
 pub mod pod;

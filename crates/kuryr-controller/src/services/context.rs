@@ -1,0 +1,225 @@
+//! What the Service front end and the KuryrLoadBalancer controller share: clients, settings, the caches
+//! fed by watches, and in-memory bookkeeping (since when an LB is pending, endpoint bursts being
+//! coalesced, problems already reported, retry counts).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::{Endpoints, KuryrLoadBalancer, ObjectReference};
+use kuryr_openstack::Cloud;
+
+use super::ServicesConfig;
+use crate::context::{poll_delay, retry_delay, REPORTER};
+use crate::metrics::Metrics;
+
+pub struct LbContext {
+    pub client: kube::Client,
+    pub cloud: Cloud,
+    pub cluster_id: String,
+    /// Project to create load balancers in; `None`: the token's.
+    pub project_id: Option<String>,
+    pub config: ServicesConfig,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    /// Exactly one of the two endpoint caches is fed, per the API server's discovery.
+    pub slices: Option<Store<EndpointSlice>>,
+    pub endpoints: Option<Store<Endpoints>>,
+    pub klbs: Store<KuryrLoadBalancer>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Per KLB uid: since when its tree has been pending without a break, and polls so far.
+    pending: HashMap<String, (Instant, u32)>,
+    /// Per KLB uid: the spec generation being coalesced, when it was first and last seen changing, and
+    /// the generation last acted on.
+    bursts: HashMap<String, Burst>,
+    /// Per object uid: the problems last reported (so each is an Event once, not every reconcile).
+    told: HashMap<String, Vec<String>>,
+    /// Load balancers given up on while stuck PENDING_* (their VIP port freed); deleted once Octavia lets go.
+    abandoned: HashSet<String>,
+    failures: HashMap<String, u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    generation: i64,
+    first: Instant,
+    last: Instant,
+    applied: Option<i64>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LbContext {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        cloud: Cloud,
+        cluster_id: String,
+        project_id: Option<String>,
+        config: ServicesConfig,
+        metrics: Metrics,
+        slices: Option<Store<EndpointSlice>>,
+        endpoints: Option<Store<Endpoints>>,
+        klbs: Store<KuryrLoadBalancer>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: REPORTER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            cloud,
+            cluster_id,
+            project_id,
+            config,
+            metrics,
+            slices,
+            endpoints,
+            klbs,
+            state: Mutex::default(),
+        }
+    }
+
+    pub fn klb(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrLoadBalancer>> {
+        self.klbs.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    // === pending tracking ===
+
+    /// The tree is pending: how long without a break (0 the first time), and the delay to the next look.
+    pub fn pending(&self, uid: &str) -> (Duration, Duration) {
+        let mut st = lock(&self.state);
+        let e = st.pending.entry(uid.to_owned()).or_insert((Instant::now(), 0));
+        e.1 = e.1.saturating_add(1);
+        let delay = poll_delay(self.config.poll_min, self.config.poll_max, e.1 - 1);
+        (e.0.elapsed(), delay)
+    }
+
+    /// We just wrote: the LB goes pending now.
+    pub fn wrote(&self, uid: &str) {
+        lock(&self.state)
+            .pending
+            .insert(uid.to_owned(), (Instant::now(), 0));
+    }
+
+    pub fn settled(&self, uid: &str) {
+        lock(&self.state).pending.remove(uid);
+    }
+
+    // === endpoint bursts ===
+
+    /// Whether to act on `generation` now, or how long to let further changes gather first.
+    pub fn coalesce(&self, uid: &str, generation: i64) -> Option<Duration> {
+        let window = self.config.coalesce;
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        let b = st.bursts.entry(uid.to_owned()).or_insert(Burst {
+            generation,
+            first: now,
+            last: now,
+            applied: None,
+        });
+        if b.applied == Some(generation) {
+            return None;
+        }
+        if b.generation != generation {
+            if b.applied == Some(b.generation) {
+                b.first = now;
+            }
+            b.generation = generation;
+            b.last = now;
+        }
+        // Quiet for a window, or gathering for five: go.
+        let quiet = now.duration_since(b.last);
+        let gathering = now.duration_since(b.first);
+        if quiet >= window || gathering >= window * 5 {
+            b.applied = Some(generation);
+            None
+        } else {
+            Some(window - quiet)
+        }
+    }
+
+    // === problems ===
+
+    /// Whether `problems` differ from what was last reported for `uid` (and remembers them).
+    pub fn news(&self, uid: &str, problems: Vec<String>) -> bool {
+        let mut st = lock(&self.state);
+        if st.told.get(uid) == Some(&problems) {
+            return false;
+        }
+        st.told.insert(uid.to_owned(), problems);
+        true
+    }
+
+    // === abandoned ===
+
+    pub fn abandon(&self, lb_id: &str) {
+        lock(&self.state).abandoned.insert(lb_id.to_owned());
+    }
+
+    pub fn is_abandoned(&self, lb_id: &str) -> bool {
+        lock(&self.state).abandoned.contains(lb_id)
+    }
+
+    pub fn forget_abandoned(&self, lb_id: &str) {
+        lock(&self.state).abandoned.remove(lb_id);
+    }
+
+    // === failures ===
+
+    pub fn failed(&self, uid: &str, permanent: bool) -> Duration {
+        let mut st = lock(&self.state);
+        let n = st.failures.entry(uid.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        retry_delay(*n, permanent)
+    }
+
+    pub fn succeeded(&self, uid: &str) {
+        lock(&self.state).failures.remove(uid);
+    }
+
+    /// The object is gone: drop what was kept for it.
+    pub fn forget(&self, uid: &str) {
+        let mut st = lock(&self.state);
+        st.pending.remove(uid);
+        st.bursts.remove(uid);
+        st.told.remove(uid);
+        st.failures.remove(uid);
+    }
+
+    /// Publishes an Event; a failure to do so is only logged.
+    pub async fn event(
+        &self,
+        obj: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let ev = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, obj).await {
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                reason,
+                "cannot publish Event"
+            );
+        }
+    }
+}

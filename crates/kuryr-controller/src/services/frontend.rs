@@ -1,0 +1,234 @@
+//! The Service front end: one reconcile per Service, endpoints from the watch caches. `kuryr_core::lb`
+//! decides the KuryrLoadBalancer spec (or why there is none); this writes it, with the Service finalizer
+//! first, so a Service is never gone while its load balancer still exists.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kuryr_api::loadbalancer::LbEndpointSlice;
+use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectMeta, Resource, ResourceExt, Service};
+use kuryr_core::lb::{endpoints, service_spec, SpecDefaults};
+use serde_json::json;
+use tracing::{info, instrument, warn};
+
+use super::context::LbContext;
+use super::{finalizer, SERVICE_NAME_LABEL};
+use crate::errors::{Error, Result};
+
+pub const CONTROLLER: &str = "service";
+const MANAGER: &str = "kuryr-controller";
+/// While the KuryrLoadBalancer is being deleted.
+const WAIT_FOR_KLB: Duration = Duration::from_secs(1);
+/// A new Service whose Endpoints the endpoints controller has not written yet: building its load balancer
+/// now would cost a second write a moment later.
+const ENDPOINTS_GRACE: Duration = Duration::from_secs(3);
+const RESYNC: Duration = Duration::from_secs(600);
+
+#[instrument(skip(svc, ctx), fields(namespace = svc.namespace(), name = svc.name_any()))]
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action> {
+    ctx.metrics.reconciled(CONTROLLER);
+    let ns = svc.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    let name = svc.name_any();
+    let uid = svc.uid().unwrap_or_default();
+    let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    let klbs: Api<KuryrLoadBalancer> = Api::namespaced(ctx.client.clone(), &ns);
+
+    if svc.metadata.deletion_timestamp.is_some() {
+        return release(&svcs, &klbs, &svc, &ctx).await;
+    }
+    let publish = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.publish_not_ready_addresses)
+        .unwrap_or(false);
+    let (slices, have_endpoints) = backends(&ctx, &ns, &name, publish);
+    let defaults = SpecDefaults {
+        subnet_id: Some(ctx.config.service_subnet_id.clone()),
+        project_id: ctx.project_id.clone(),
+        provider: ctx.config.provider.clone(),
+    };
+    let (spec, problems) = match service_spec(&svc, slices, &defaults) {
+        Ok(found) => found,
+        Err(skip) => {
+            if ctx.news(&uid, vec![skip.reason().to_owned()]) {
+                info!(reason = skip.reason(), "no load balancer: {}", skip.message());
+                if skip != kuryr_core::lb::Skip::DefaultKubernetes {
+                    ctx.event(
+                        &svc.object_ref(&()),
+                        EventType::Normal,
+                        skip.reason(),
+                        "SkipLoadBalancer",
+                        skip.message(),
+                    )
+                    .await;
+                }
+            }
+            // E.g. the type changed to ExternalName: the load balancer goes.
+            return release(&svcs, &klbs, &svc, &ctx).await;
+        }
+    };
+    let has_selector = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .is_some_and(|s| !s.is_empty());
+    let existing = ctx.klb(&ns, &name);
+    if existing.is_none() && has_selector && !have_endpoints && young(&svc) {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let messages: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.reason, p.message))
+        .collect();
+    if !problems.is_empty() && ctx.news(&format!("{uid}/annotations"), messages) {
+        for p in &problems {
+            ctx.event(
+                &svc.object_ref(&()),
+                EventType::Warning,
+                p.reason,
+                "ReadService",
+                p.message.clone(),
+            )
+            .await;
+        }
+    }
+
+    finalizer::add(&svcs, &svc, finalizers::SERVICE).await?;
+    match existing {
+        None => {
+            let klb = KuryrLoadBalancer {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(ns.clone()),
+                    owner_references: svc.controller_owner_ref(&()).map(|o| vec![o]),
+                    ..ObjectMeta::default()
+                },
+                spec,
+                status: None,
+            };
+            let pp = PostParams {
+                field_manager: Some(MANAGER.into()),
+                ..PostParams::default()
+            };
+            match klbs.create(&pp, &klb).await {
+                Ok(_) => info!("KuryrLoadBalancer created"),
+                // The cache had not caught up with our own create yet: the next round patches it.
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    return Ok(Action::requeue(Duration::from_millis(200)))
+                }
+                Err(e) => return Err(Error::kube("create_kuryrloadbalancer")(e)),
+            }
+        }
+        Some(klb) if klb.metadata.deletion_timestamp.is_some() => {
+            return Ok(Action::requeue(WAIT_FOR_KLB));
+        }
+        Some(klb) if klb.spec != spec => {
+            let patch: json_patch::Patch =
+                serde_json::from_value(json!([{"op": "replace", "path": "/spec", "value": spec}]))?;
+            klbs.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+                .map_err(Error::kube("patch_kuryrloadbalancer"))?;
+        }
+        Some(_) => {}
+    }
+    ctx.succeeded(&uid);
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Created less than [`ENDPOINTS_GRACE`] ago.
+fn young(svc: &Service) -> bool {
+    svc.metadata.creation_timestamp.as_ref().is_some_and(|t| {
+        let age = kuryr_api::k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+        age.as_secs_f64() < ENDPOINTS_GRACE.as_secs_f64()
+    })
+}
+
+/// The Service's backends from whichever endpoints cache runs, and whether any endpoints object exists.
+fn backends(ctx: &LbContext, ns: &str, name: &str, publish: bool) -> (Vec<LbEndpointSlice>, bool) {
+    if let Some(store) = &ctx.slices {
+        let mine: Vec<_> = store
+            .state()
+            .into_iter()
+            .filter(|s| {
+                s.metadata.namespace.as_deref() == Some(ns)
+                    && s.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                        .map(String::as_str)
+                        == Some(name)
+            })
+            .collect();
+        let found = !mine.is_empty();
+        return (endpoints::from_slices(mine.iter().map(|s| &**s), publish), found);
+    }
+    match ctx
+        .endpoints
+        .as_ref()
+        .and_then(|s| s.get(&ObjectRef::new(name).within(ns)))
+    {
+        Some(ep) => (endpoints::from_endpoints(&ep, publish), true),
+        None => (Vec::new(), false),
+    }
+}
+
+/// Deletes the KuryrLoadBalancer (uid precondition) and lets the Service go once it is gone.
+async fn release(
+    svcs: &Api<Service>,
+    klbs: &Api<KuryrLoadBalancer>,
+    svc: &Service,
+    ctx: &LbContext,
+) -> Result<Action> {
+    let name = svc.name_any();
+    // Ask the server, not the cache: the Service may only go once the KuryrLoadBalancer really has.
+    match klbs
+        .get_opt(&name)
+        .await
+        .map_err(Error::kube("get_kuryrloadbalancer"))?
+    {
+        Some(klb) => {
+            if klb.metadata.deletion_timestamp.is_none() {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: klb.metadata.uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match klbs.delete(&name, &dp).await {
+                    Ok(_) => info!("KuryrLoadBalancer deleted"),
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                    Err(e) => return Err(Error::kube("delete_kuryrloadbalancer")(e)),
+                }
+            }
+            Ok(Action::requeue(WAIT_FOR_KLB))
+        }
+        None => {
+            if finalizer::has(svc, finalizers::SERVICE) {
+                finalizer::remove(svcs, svc, finalizers::SERVICE).await?;
+                info!("load balancer gone, Service finalizer removed");
+            }
+            if svc.metadata.deletion_timestamp.is_some() {
+                ctx.forget(&svc.uid().unwrap_or_default());
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<LbContext>) -> Action {
+    let delay = ctx.failed(&svc.uid().unwrap_or_default(), err.is_permanent());
+    warn!(
+        namespace = svc.namespace(),
+        name = svc.name_any(),
+        error = err as &dyn std::error::Error,
+        retry_in = ?delay,
+        "Service reconcile failed"
+    );
+    ctx.metrics.failed(CONTROLLER, err.metric_label());
+    Action::requeue(delay)
+}

@@ -1,0 +1,176 @@
+//! Services on Octavia: the Service front end ([`frontend`]) writes one KuryrLoadBalancer per Service from
+//! the Service and its endpoints; the KuryrLoadBalancer controller ([`crate::loadbalancers`]) makes Octavia
+//! match it. Both run from [`run`] when `--service-subnet` is set. See docs/services.md.
+
+pub mod context;
+pub mod finalizer;
+pub mod frontend;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::{Api, Endpoints, KuryrLoadBalancer, Service};
+use kuryr_openstack::Cloud;
+use tracing::{info, info_span, Instrument};
+
+pub use context::LbContext;
+
+use crate::config::Config;
+use crate::loadbalancers;
+use crate::metrics::Metrics;
+
+/// Label EndpointSlices carry naming their Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Settings of the Services side.
+#[derive(Clone, Debug)]
+pub struct ServicesConfig {
+    /// VIP subnet: the subnet holding the cluster's service IP range (clusterIPs are the VIPs).
+    pub service_subnet_id: String,
+    /// Subnet of the members (the pod subnet); `None` lets Octavia use the VIP subnet.
+    pub member_subnet_id: Option<String>,
+    /// External network floating IPs of type=LoadBalancer Services come from; `None`: no floating IPs.
+    pub external_network_id: Option<String>,
+    /// Octavia provider when a Service names none (`openstack.org/kuryr-lb-provider`); `None`: Octavia's
+    /// default.
+    pub provider: Option<String>,
+    /// What Octavia's default provider is, for the feature gates when no provider is named.
+    pub default_provider: String,
+    /// An LB (or part of its tree) PENDING_* this long is replaced.
+    pub pending_limit: Duration,
+    /// Periodic check that Octavia still has every listener, pool and member.
+    pub drift_interval: Duration,
+    /// Endpoint changes closer together than this go out as one member replace.
+    pub coalesce: Duration,
+    /// Polls of a pending load balancer start here and grow by half up to `poll_max`.
+    pub poll_min: Duration,
+    pub poll_max: Duration,
+    /// Use EndpointSlices v1: `None` asks the API server whether it serves them.
+    pub endpoint_slices: Option<bool>,
+}
+
+impl ServicesConfig {
+    pub fn new(service_subnet_id: impl Into<String>) -> Self {
+        Self {
+            service_subnet_id: service_subnet_id.into(),
+            member_subnet_id: None,
+            external_network_id: None,
+            provider: None,
+            default_provider: "amphora".into(),
+            // Upstream's lbaas_activation_timeout; amphora LBs take minutes on real clouds.
+            pending_limit: Duration::from_secs(300),
+            drift_interval: Duration::from_secs(300),
+            coalesce: Duration::from_millis(300),
+            poll_min: Duration::from_millis(200),
+            poll_max: Duration::from_secs(5),
+            endpoint_slices: None,
+        }
+    }
+}
+
+/// Whether the API server serves discovery.k8s.io/v1 EndpointSlices (1.21+; the lab's 1.20 does not).
+pub async fn serves_endpoint_slices(client: &kube::Client) -> bool {
+    match client.list_api_group_resources("discovery.k8s.io/v1").await {
+        Ok(list) => list.resources.iter().any(|r| r.name == "endpointslices"),
+        Err(_) => false,
+    }
+}
+
+fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the Service front end and the KuryrLoadBalancer controller until `shutdown`.
+pub async fn run(
+    client: kube::Client,
+    cloud: Cloud,
+    config: Config,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let Some(svc_config) = config.services.clone() else {
+        anyhow::bail!("services are not configured (no service subnet)");
+    };
+    let shutdown = shutdown.boxed().shared();
+    let ns = config.namespace.clone();
+    let wc = watcher::Config::default();
+    let use_slices = match svc_config.endpoint_slices {
+        Some(v) => v,
+        None => serves_endpoint_slices(&client).await,
+    };
+    info!(endpoint_slices = use_slices, "services: endpoints source chosen");
+
+    let svc_api: Api<Service> = scoped(&client, ns.as_deref());
+    let klb_api: Api<KuryrLoadBalancer> = scoped(&client, ns.as_deref());
+    let klb_controller = Controller::new(klb_api.clone(), wc.clone());
+    let mut svc_controller = Controller::new(svc_api, wc.clone()).owns(klb_api, wc.clone());
+
+    let (ep_store, ep_writer) = reflector::store::<Endpoints>();
+    let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
+    if use_slices {
+        let stream = watcher(scoped::<EndpointSlice>(&client, ns.as_deref()), wc.clone())
+            .default_backoff()
+            .reflect(slice_writer)
+            .touched_objects();
+        svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| {
+            let ns = s.metadata.namespace.clone();
+            let svc = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                .cloned();
+            svc.zip(ns).map(|(svc, ns)| ObjectRef::new(&svc).within(&ns))
+        });
+    } else {
+        let stream = watcher(scoped::<Endpoints>(&client, ns.as_deref()), wc.clone())
+            .default_backoff()
+            .reflect(ep_writer)
+            .touched_objects();
+        svc_controller = svc_controller.watches_stream(stream, |e: Endpoints| {
+            let ns = e.metadata.namespace.clone();
+            e.metadata
+                .name
+                .clone()
+                .zip(ns)
+                .map(|(n, ns)| ObjectRef::new(&n).within(&ns))
+        });
+    }
+    let project_id = config.project_id.clone();
+    let ctx = Arc::new(LbContext::new(
+        client,
+        cloud,
+        config.cluster_id.clone(),
+        project_id,
+        svc_config,
+        metrics,
+        use_slices.then_some(slice_store),
+        (!use_slices).then_some(ep_store),
+        klb_controller.store(),
+    ));
+    let klb_run = klb_controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(loadbalancers::reconcile, loadbalancers::error_policy, ctx.clone())
+        .for_each(|_| futures::future::ready(()))
+        .instrument(info_span!("kuryrloadbalancer_controller"));
+    let svc_run = svc_controller
+        .graceful_shutdown_on(shutdown)
+        .run(frontend::reconcile, frontend::error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .instrument(info_span!("service_controller"));
+    tokio::join!(klb_run, svc_run);
+    info!("services controllers stopped");
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! The load balancer tree a KuryrLoadBalancer spec asks for, cut down to what this cloud's Octavia can
+//! build. Every cut is a [`Problem`]; the rest of the Service is still served.
+
+use std::collections::BTreeMap;
+
+use kuryr_api::loadbalancer::{
+    HealthMonitorType, KuryrLoadBalancerSpec, LbHealthMonitor, LbProtocol, ServiceType, SessionAffinity,
+};
+
+use super::endpoints::ready_members;
+use super::model::{DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, Problem};
+use super::names;
+
+/// Octavia API versions at which features appear (same thresholds as upstream and kuryr-openstack).
+pub const UDP: (u32, u32) = (2, 1);
+pub const ALLOWED_CIDRS: (u32, u32) = (2, 12);
+pub const SAME_PORT_DIFFERENT_PROTOCOL: (u32, u32) = (2, 13);
+pub const SCTP: (u32, u32) = (2, 23);
+
+pub const OVN: &str = "ovn";
+
+/// What the cloud's Octavia offers, and the provider this load balancer uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OctaviaCaps {
+    pub version: (u32, u32),
+    /// Effective provider (the spec's, else the cloud's default, e.g. `amphora`).
+    pub provider: String,
+}
+
+impl OctaviaCaps {
+    fn is_ovn(&self) -> bool {
+        self.provider == OVN
+    }
+
+    /// The ovn provider only hashes SOURCE_IP_PORT; amphora has round robin.
+    pub fn lb_algorithm(&self) -> &'static str {
+        if self.is_ovn() {
+            "SOURCE_IP_PORT"
+        } else {
+            "ROUND_ROBIN"
+        }
+    }
+
+    fn at_least(&self, v: (u32, u32)) -> bool {
+        self.version >= v
+    }
+}
+
+fn version(v: (u32, u32)) -> String {
+    format!("{}.{}", v.0, v.1)
+}
+
+/// `namespace`/`name`: the Service's. `member_subnet_id`: subnet of the backends (the pod subnet).
+pub fn desired_lb(
+    namespace: &str,
+    name: &str,
+    spec: &KuryrLoadBalancerSpec,
+    caps: &OctaviaCaps,
+    member_subnet_id: Option<&str>,
+) -> (DesiredLb, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let mut listeners = BTreeMap::new();
+    let lb_type = spec.service_type.unwrap_or(ServiceType::ClusterIp);
+
+    let persistence = match spec.session_affinity {
+        Some(SessionAffinity::ClientIp) if caps.is_ovn() => {
+            problems.push(Problem::new(
+                "SessionAffinityUnsupported",
+                "sessionAffinity ClientIP: the ovn provider only hashes source IP and port \
+                 (SOURCE_IP_PORT); clients are not pinned to one backend",
+            ));
+            None
+        }
+        Some(SessionAffinity::ClientIp) => Some("SOURCE_IP".to_owned()),
+        _ => None,
+    };
+
+    let mut expose = lb_type == ServiceType::LoadBalancer;
+    let mut allowed_cidrs = Vec::new();
+    if !spec.load_balancer_source_ranges.is_empty() {
+        let why = if caps.is_ovn() {
+            Some("the ovn provider has no allowed_cidrs".to_owned())
+        } else if !caps.at_least(ALLOWED_CIDRS) {
+            Some(format!(
+                "allowed_cidrs needs Octavia API {} (cloud has {})",
+                version(ALLOWED_CIDRS),
+                version(caps.version)
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                // Fail closed: the VIP stays reachable inside the cluster only.
+                expose = false;
+                problems.push(Problem::new(
+                    "SourceRangesUnsupported",
+                    format!(
+                        "loadBalancerSourceRanges cannot be enforced ({why}): no floating IP is attached"
+                    ),
+                ));
+            }
+            None => allowed_cidrs = spec.load_balancer_source_ranges.clone(),
+        }
+    }
+
+    let timeout = |t: Option<i32>| t.filter(|t| *t > 0).and_then(|t| u64::try_from(t).ok());
+    for port in &spec.ports {
+        let Some(number) = u32::try_from(port.port).ok().filter(|p| (1..=65535).contains(p)) else {
+            problems.push(Problem::new(
+                "InvalidPort",
+                format!("port {} is out of range", port.port),
+            ));
+            continue;
+        };
+        let key = ListenerKey::new(port.protocol, number);
+        let label = format!("{}/{number}", names::protocol(port.protocol));
+        let gate = match port.protocol {
+            LbProtocol::Udp if !caps.at_least(UDP) => Some(("UdpUnsupported", UDP)),
+            LbProtocol::Sctp if !caps.at_least(SCTP) => Some(("SctpUnsupported", SCTP)),
+            _ => None,
+        };
+        if let Some((reason, v)) = gate {
+            problems.push(Problem::new(
+                reason,
+                format!(
+                    "port {label} not served: {} listeners need Octavia API {} (cloud has {})",
+                    names::protocol(port.protocol),
+                    version(v),
+                    version(caps.version)
+                ),
+            ));
+            continue;
+        }
+        if listeners.contains_key(&key) {
+            problems.push(Problem::new(
+                "DuplicatePort",
+                format!("port {label} listed twice"),
+            ));
+            continue;
+        }
+        let shares_port = listeners.keys().any(|k: &ListenerKey| k.port == number);
+        if shares_port && !caps.at_least(SAME_PORT_DIFFERENT_PROTOCOL) {
+            problems.push(Problem::new(
+                "MixedProtocolUnsupported",
+                format!(
+                    "port {label} not served: one port with two protocols needs Octavia API {} (cloud has {})",
+                    version(SAME_PORT_DIFFERENT_PROTOCOL),
+                    version(caps.version)
+                ),
+            ));
+            continue;
+        }
+        let listener_name = names::listener(namespace, name, port.protocol, number);
+        let health_monitor =
+            spec.health_monitor
+                .as_ref()
+                .and_then(|hm| match health_monitor(hm, port.protocol, caps) {
+                    Ok(hm) => Some(hm),
+                    Err(why) => {
+                        problems.push(Problem::new(
+                            "HealthMonitorUnsupported",
+                            format!("port {label}: no health monitor: {why}"),
+                        ));
+                        None
+                    }
+                });
+        listeners.insert(
+            key,
+            DesiredListener {
+                name: listener_name.clone(),
+                timeout_client_data: timeout(spec.timeout_client_data),
+                timeout_member_data: timeout(spec.timeout_member_data),
+                allowed_cidrs: allowed_cidrs.clone(),
+                pool: DesiredPool {
+                    name: listener_name,
+                    lb_algorithm: caps.lb_algorithm().to_owned(),
+                    session_persistence: persistence.clone(),
+                    members: ready_members(port, &spec.endpoint_slices),
+                    member_subnet_id: member_subnet_id.map(str::to_owned),
+                    health_monitor,
+                },
+            },
+        );
+    }
+    (
+        DesiredLb {
+            name: names::loadbalancer(namespace, name),
+            vip_address: spec.ip.clone(),
+            vip_subnet_id: spec.subnet_id.clone(),
+            provider: spec.provider.clone(),
+            listeners,
+            expose,
+        },
+        problems,
+    )
+}
+
+/// The Octavia monitor for one pool: UDP pools get UDP-CONNECT and SCTP pools SCTP whatever was asked,
+/// since a TCP probe cannot test them; the ovn provider has TCP and UDP-CONNECT only.
+fn health_monitor(
+    hm: &LbHealthMonitor,
+    protocol: LbProtocol,
+    caps: &OctaviaCaps,
+) -> Result<DesiredHm, String> {
+    let kind = match (protocol, hm.monitor_type) {
+        (LbProtocol::Udp, _) => "UDP-CONNECT",
+        (LbProtocol::Sctp, _) => "SCTP",
+        (LbProtocol::Tcp, HealthMonitorType::Tcp) => "TCP",
+        (LbProtocol::Tcp, HealthMonitorType::Http) => "HTTP",
+        (LbProtocol::Tcp, HealthMonitorType::Https) => "HTTPS",
+        (LbProtocol::Tcp, HealthMonitorType::Ping) => "PING",
+        (LbProtocol::Tcp, HealthMonitorType::TlsHello) => "TLS-HELLO",
+        (LbProtocol::Tcp, other) => {
+            return Err(format!("{other:?} monitors cannot probe a TCP pool"));
+        }
+    };
+    if caps.is_ovn() && !matches!(kind, "TCP" | "UDP-CONNECT") {
+        return Err(format!("the ovn provider has no {kind} monitors"));
+    }
+    let http = matches!(kind, "HTTP" | "HTTPS");
+    let n = |v: Option<i32>, d: u32| {
+        v.and_then(|v| u32::try_from(v).ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(d)
+    };
+    let delay = n(hm.delay_seconds, 5);
+    Ok(DesiredHm {
+        kind: kind.to_owned(),
+        delay,
+        timeout: n(hm.timeout_seconds, 3.min(delay)),
+        max_retries: n(hm.max_retries, 3),
+        max_retries_down: hm.max_retries_down.and_then(|v| u32::try_from(v).ok()),
+        url_path: if http {
+            hm.url_path.clone().or(Some("/".into()))
+        } else {
+            None
+        },
+        expected_codes: if http {
+            hm.expected_codes.clone().or(Some("200".into()))
+        } else {
+            None
+        },
+    })
+}

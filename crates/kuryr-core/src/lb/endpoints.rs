@@ -1,0 +1,168 @@
+//! A Service's backends in the KuryrLoadBalancer's EndpointSlice shape, from either source the cluster
+//! serves: EndpointSlices (discovery.k8s.io/v1) or, on older clusters such as the lab's 1.20, Endpoints v1.
+//! Readiness is kept per endpoint (upstream's conversion dropped `notReadyAddresses` and gave every slice
+//! every address); [`ready_members`] then picks what becomes an Octavia member.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, ObjectReference};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::loadbalancer::{
+    LbEndpoint, LbEndpointConditions, LbEndpointPort, LbEndpointSlice, LbPort, LbProtocol, LbTargetRef,
+};
+
+use super::model::MemberKey;
+use super::names;
+
+pub fn protocol(p: Option<&str>) -> Option<LbProtocol> {
+    match p.unwrap_or("TCP") {
+        "TCP" => Some(LbProtocol::Tcp),
+        "UDP" => Some(LbProtocol::Udp),
+        "SCTP" => Some(LbProtocol::Sctp),
+        _ => None,
+    }
+}
+
+fn target_ref(r: &ObjectReference) -> LbTargetRef {
+    LbTargetRef {
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        resource_version: r.resource_version.clone(),
+        uid: r.uid.clone(),
+    }
+}
+
+fn from_address(a: &EndpointAddress, ready: bool) -> LbEndpoint {
+    LbEndpoint {
+        addresses: vec![a.ip.clone()],
+        conditions: Some(LbEndpointConditions {
+            ready: Some(ready),
+            serving: Some(ready),
+            terminating: None,
+        }),
+        hostname: a.hostname.clone(),
+        target_ref: a.target_ref.as_ref().map(target_ref),
+        topology: None,
+        node_name: a.node_name.clone(),
+    }
+}
+
+/// Endpoints v1: one slice per subset, `notReadyAddresses` kept with `ready: false`. With
+/// `publish_not_ready` (the Service's `publishNotReadyAddresses`) every address counts as ready.
+pub fn from_endpoints(ep: &Endpoints, publish_not_ready: bool) -> Vec<LbEndpointSlice> {
+    let mut out = Vec::new();
+    for subset in ep.subsets.iter().flatten() {
+        let mut endpoints: Vec<LbEndpoint> = subset
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| from_address(a, true))
+            .collect();
+        endpoints.extend(
+            subset
+                .not_ready_addresses
+                .iter()
+                .flatten()
+                .map(|a| from_address(a, publish_not_ready)),
+        );
+        let ports = subset
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| LbEndpointPort {
+                name: p.name.clone().filter(|n| !n.is_empty()),
+                port: Some(p.port),
+                protocol: protocol(p.protocol.as_deref()),
+            })
+            .collect();
+        out.push(LbEndpointSlice {
+            endpoints,
+            ports,
+            address_type: None,
+        });
+    }
+    out
+}
+
+/// EndpointSlices v1 of one Service. FQDN slices carry no IPs and are left out.
+pub fn from_slices<'a>(
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    publish_not_ready: bool,
+) -> Vec<LbEndpointSlice> {
+    let mut slices: Vec<&EndpointSlice> = slices.into_iter().filter(|s| s.address_type != "FQDN").collect();
+    // Stable order, so an unchanged set of slices gives an unchanged spec.
+    slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    slices
+        .into_iter()
+        .map(|s| LbEndpointSlice {
+            endpoints: s
+                .endpoints
+                .iter()
+                .map(|e| {
+                    let c = e.conditions.as_ref();
+                    // `ready` absent means ready (API semantics); terminating endpoints report ready=false.
+                    let ready = publish_not_ready || c.and_then(|c| c.ready).unwrap_or(true);
+                    LbEndpoint {
+                        addresses: e.addresses.clone(),
+                        conditions: Some(LbEndpointConditions {
+                            ready: Some(ready),
+                            serving: c.and_then(|c| c.serving),
+                            terminating: c.and_then(|c| c.terminating),
+                        }),
+                        hostname: e.hostname.clone(),
+                        target_ref: e.target_ref.as_ref().map(target_ref),
+                        topology: None,
+                        node_name: e.node_name.clone(),
+                    }
+                })
+                .collect(),
+            ports: s
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| LbEndpointPort {
+                    name: p.name.clone().filter(|n| !n.is_empty()),
+                    port: p.port,
+                    protocol: protocol(p.protocol.as_deref()),
+                })
+                .collect(),
+            address_type: Some(s.address_type.clone()),
+        })
+        .collect()
+}
+
+/// The members of the pool serving `port`: every ready address of every slice that has the Service port's
+/// endpoint port (matched by name and protocol, as the endpoints controllers name them after the Service
+/// port), at that endpoint port's number. Not-ready endpoints were marked ready already when the Service
+/// publishes them.
+pub fn ready_members(port: &LbPort, slices: &[LbEndpointSlice]) -> BTreeMap<MemberKey, String> {
+    let want_name = port.name.as_deref().filter(|n| !n.is_empty());
+    let mut out = BTreeMap::new();
+    for slice in slices {
+        let Some(target) = slice.ports.iter().find(|p| {
+            p.name.as_deref().filter(|n| !n.is_empty()) == want_name
+                && p.protocol.unwrap_or_default() == port.protocol
+        }) else {
+            continue;
+        };
+        let Some(number) = target.port.and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0) else {
+            continue;
+        };
+        for e in &slice.endpoints {
+            let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            if !ready {
+                continue;
+            }
+            let tr = e.target_ref.as_ref();
+            let pod = tr
+                .filter(|t| t.kind.as_deref().is_none_or(|k| k == "Pod"))
+                .and_then(|t| t.name.as_deref());
+            let ns = tr.and_then(|t| t.namespace.as_deref());
+            for ip in &e.addresses {
+                out.insert((ip.clone(), number), names::member(ns, pod, ip, number));
+            }
+        }
+    }
+    out
+}

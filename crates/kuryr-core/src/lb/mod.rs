@@ -1,0 +1,33 @@
+//! Services → Octavia, as pure functions.
+//!
+//! - [`service`]: a Service (+ its endpoints) → the desired KuryrLoadBalancer spec, or the reason it gets none
+//!   (headless, ExternalName, `default/kubernetes`, NodePort-only types).
+//! - [`endpoints`]: Endpoints v1 and EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`.
+//! - [`desired`]: spec + what the cloud's Octavia can do (API version, provider) → the load balancer tree to
+//!   build, and the [`Problem`]s (unsupported combinations) that become an Event and a condition while the
+//!   rest of the Service is still served.
+//! - [`plan`]: desired tree vs the observed one → the fewest Octavia writes ([`Op`]): one fully-populated create
+//!   for a new Service, one batch member replace per pool whose members changed.
+//! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
+//!
+//! No I/O: the controller reads Kubernetes and Octavia, and carries the ops out.
+
+pub mod desired;
+pub mod endpoints;
+pub mod health;
+pub mod model;
+pub mod names;
+pub mod plan;
+pub mod service;
+
+#[cfg(test)]
+mod tests;
+
+pub use desired::{desired_lb, OctaviaCaps};
+pub use health::{assess, Assessment};
+pub use model::{
+    DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
+    ObservedListener, ObservedPool, Problem,
+};
+pub use plan::{plan, Op};
+pub use service::{service_spec, Skip, SpecDefaults};

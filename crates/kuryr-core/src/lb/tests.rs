@@ -1,0 +1,542 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Service, ServicePort,
+    ServiceSpec,
+};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kuryr_api::annotations;
+use kuryr_api::loadbalancer::{LbProtocol, ServiceType, SessionAffinity};
+
+use super::*;
+
+fn svc(ns: &str, name: &str, ports: &[(&str, i32, &str, i32)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("198.19.0.10".into()),
+            type_: Some("ClusterIP".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, p, proto, t)| ServicePort {
+                        name: Some((*n).into()),
+                        port: *p,
+                        protocol: Some((*proto).into()),
+                        target_port: Some(IntOrString::Int(*t)),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn addr(ip: &str, pod: &str) -> EndpointAddress {
+    EndpointAddress {
+        ip: ip.into(),
+        target_ref: Some(ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some(pod.into()),
+            namespace: Some("ns".into()),
+            ..ObjectReference::default()
+        }),
+        ..EndpointAddress::default()
+    }
+}
+
+fn endpoints(ready: &[&str], not_ready: &[&str], ports: &[(&str, i32, &str)]) -> Endpoints {
+    Endpoints {
+        subsets: Some(vec![EndpointSubset {
+            addresses: Some(
+                ready
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ip)| addr(ip, &format!("p{i}")))
+                    .collect(),
+            ),
+            not_ready_addresses: Some(
+                not_ready
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ip)| addr(ip, &format!("nr{i}")))
+                    .collect(),
+            ),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, p, proto)| EndpointPort {
+                        name: Some((*n).into()),
+                        port: *p,
+                        protocol: Some((*proto).into()),
+                        ..EndpointPort::default()
+                    })
+                    .collect(),
+            ),
+        }]),
+        ..Endpoints::default()
+    }
+}
+
+fn caps(provider: &str, v: (u32, u32)) -> OctaviaCaps {
+    OctaviaCaps {
+        version: v,
+        provider: provider.into(),
+    }
+}
+
+fn defaults() -> SpecDefaults {
+    SpecDefaults {
+        subnet_id: Some("svc-subnet".into()),
+        project_id: Some("p".into()),
+        provider: None,
+    }
+}
+
+fn two_port_spec() -> kuryr_api::KuryrLoadBalancerSpec {
+    let s = svc(
+        "ns",
+        "web",
+        &[("http", 80, "TCP", 8080), ("dns", 53, "UDP", 5353)],
+    );
+    let ep = endpoints(
+        &["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+        &["10.0.0.9"],
+        &[("http", 8080, "TCP"), ("dns", 5353, "UDP")],
+    );
+    service_spec(&s, endpoints::from_endpoints(&ep, false), &defaults())
+        .unwrap()
+        .0
+}
+
+#[test]
+fn services_without_a_load_balancer_say_why() {
+    let mut s = svc("default", "kubernetes", &[("https", 443, "TCP", 6443)]);
+    assert_eq!(
+        service_spec(&s, vec![], &defaults()).unwrap_err(),
+        Skip::DefaultKubernetes
+    );
+    s.metadata.namespace = Some("ns".into());
+    s.spec.as_mut().unwrap().cluster_ip = Some("None".into());
+    assert_eq!(service_spec(&s, vec![], &defaults()).unwrap_err(), Skip::Headless);
+    s.spec.as_mut().unwrap().type_ = Some("ExternalName".into());
+    assert_eq!(
+        service_spec(&s, vec![], &defaults()).unwrap_err(),
+        Skip::ExternalName
+    );
+    s.spec.as_mut().unwrap().type_ = Some("NodePort".into());
+    let skip = service_spec(&s, vec![], &defaults()).unwrap_err();
+    assert_eq!(skip.reason(), "UnsupportedServiceType");
+    assert!(skip.message().contains("NodePort"));
+}
+
+#[test]
+fn a_two_port_service_becomes_two_listeners_with_ready_members_at_the_target_port() {
+    let spec = two_port_spec();
+    assert_eq!(spec.ip.as_deref(), Some("198.19.0.10"));
+    assert_eq!(spec.service_type, Some(ServiceType::ClusterIp));
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), Some("pods"));
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(lb.name, "ns/web");
+    assert_eq!(lb.listeners.len(), 2);
+    let http = &lb.listeners[&ListenerKey::new(LbProtocol::Tcp, 80)];
+    assert_eq!(http.name, "ns/web:TCP:80");
+    assert_eq!(http.pool.lb_algorithm, "ROUND_ROBIN");
+    let members: Vec<_> = http.pool.members.keys().cloned().collect();
+    // The not-ready address is left out.
+    assert_eq!(
+        members,
+        vec![
+            ("10.0.0.1".to_owned(), 8080),
+            ("10.0.0.2".to_owned(), 8080),
+            ("10.0.0.3".to_owned(), 8080)
+        ]
+    );
+    assert_eq!(http.pool.members[&("10.0.0.1".to_owned(), 8080)], "ns/p0:8080");
+    let dns = &lb.listeners[&ListenerKey::new(LbProtocol::Udp, 53)];
+    assert!(dns.pool.members.keys().all(|(_, p)| *p == 5353));
+    assert!(!lb.expose);
+}
+
+#[test]
+fn publish_not_ready_addresses_counts_every_address() {
+    let ep = endpoints(&["10.0.0.1"], &["10.0.0.9"], &[("", 8080, "TCP")]);
+    let slices = endpoints::from_endpoints(&ep, true);
+    let s = svc("ns", "web", &[("", 80, "TCP", 8080)]);
+    let spec = service_spec(&s, slices, &defaults()).unwrap().0;
+    let (lb, _) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    assert_eq!(lb.listeners.values().next().unwrap().pool.members.len(), 2);
+}
+
+#[test]
+fn endpoint_slices_v1_keep_readiness_and_skip_fqdn() {
+    let slice = |name: &str, ready: Option<bool>, ip: &str, at: &str| EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        address_type: at.into(),
+        endpoints: vec![Endpoint {
+            addresses: vec![ip.into()],
+            conditions: Some(EndpointConditions {
+                ready,
+                ..EndpointConditions::default()
+            }),
+            ..Endpoint::default()
+        }],
+        ports: Some(vec![k8s_openapi::api::discovery::v1::EndpointPort {
+            name: Some("http".into()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+    };
+    let slices = [
+        slice("b", Some(false), "10.0.0.2", "IPv4"),
+        slice("a", None, "10.0.0.1", "IPv4"),
+        slice("c", Some(true), "db.example", "FQDN"),
+    ];
+    let out = endpoints::from_slices(slices.iter(), false);
+    assert_eq!(out.len(), 2);
+    let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    let spec = service_spec(&s, out, &defaults()).unwrap().0;
+    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let members: Vec<_> = lb
+        .listeners
+        .values()
+        .next()
+        .unwrap()
+        .pool
+        .members
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(members, vec![("10.0.0.1".to_owned(), 8080)]);
+    // Manual endpoints (no targetRef) are named by address.
+    assert_eq!(
+        lb.listeners.values().next().unwrap().pool.members[&("10.0.0.1".to_owned(), 8080)],
+        "10.0.0.1:8080"
+    );
+}
+
+#[test]
+fn old_octavia_serves_the_ports_it_can_and_names_the_rest() {
+    let s = svc(
+        "ns",
+        "mix",
+        &[
+            ("a", 53, "TCP", 53),
+            ("b", 53, "UDP", 53),
+            ("c", 9, "SCTP", 9),
+            ("d", 80, "TCP", 80),
+        ],
+    );
+    let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
+    let (lb, problems) = desired_lb("ns", "mix", &spec, &caps("amphora", (2, 12)), None);
+    let keys: Vec<_> = lb.listeners.keys().map(|k| (k.protocol, k.port)).collect();
+    assert_eq!(keys, vec![(LbProtocol::Tcp, 53), (LbProtocol::Tcp, 80)]);
+    let reasons: Vec<_> = problems.iter().map(|p| p.reason).collect();
+    assert_eq!(reasons, vec!["MixedProtocolUnsupported", "SctpUnsupported"]);
+    // A current Octavia takes them all.
+    let (lb, problems) = desired_lb("ns", "mix", &spec, &caps("ovn", (2, 30)), None);
+    assert_eq!(lb.listeners.len(), 4);
+    assert!(problems.is_empty());
+}
+
+#[test]
+fn session_affinity_is_source_ip_persistence_on_amphora_and_an_event_on_ovn() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    s.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
+    let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
+    assert_eq!(spec.session_affinity, Some(SessionAffinity::ClientIp));
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    assert!(problems.is_empty());
+    let pool = &lb.listeners.values().next().unwrap().pool;
+    assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
+    let pool = &lb.listeners.values().next().unwrap().pool;
+    assert_eq!(pool.session_persistence, None);
+    assert_eq!(pool.lb_algorithm, "SOURCE_IP_PORT");
+}
+
+#[test]
+fn source_ranges_become_allowed_cidrs_or_keep_the_service_internal() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    let sp = s.spec.as_mut().unwrap();
+    sp.type_ = Some("LoadBalancer".into());
+    sp.load_balancer_source_ranges = Some(vec!["203.0.113.0/24".into()]);
+    sp.load_balancer_ip = Some("203.0.113.50".into());
+    let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
+    assert_eq!(spec.lb_ip.as_deref(), Some("203.0.113.50"));
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    assert!(problems.is_empty() && lb.expose);
+    assert_eq!(
+        lb.listeners.values().next().unwrap().allowed_cidrs,
+        vec!["203.0.113.0/24"]
+    );
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    assert!(!lb.expose, "fails closed: no floating IP");
+    assert_eq!(problems[0].reason, "SourceRangesUnsupported");
+    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 11)), None);
+    assert!(!lb.expose);
+}
+
+#[test]
+fn annotations_set_timeouts_provider_and_health_monitors_and_bad_ones_are_reported() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080), ("dns", 53, "UDP", 53)]);
+    s.metadata.annotations = Some(BTreeMap::from([
+        (annotations::TIMEOUT_CLIENT_DATA.to_owned(), "70000".to_owned()),
+        (annotations::TIMEOUT_MEMBER_DATA.to_owned(), "soon".to_owned()),
+        (annotations::LB_PROVIDER.to_owned(), "ovn".to_owned()),
+        (annotations::HEALTH_MONITOR.to_owned(), "true".to_owned()),
+    ]));
+    let (spec, problems) = service_spec(&s, vec![], &defaults()).unwrap();
+    assert_eq!(spec.timeout_client_data, Some(70000));
+    assert_eq!(spec.timeout_member_data, None);
+    assert_eq!(spec.provider.as_deref(), Some("ovn"));
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].message.contains(annotations::TIMEOUT_MEMBER_DATA));
+    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    assert!(problems.is_empty(), "{problems:?}");
+    let kinds: Vec<_> = lb
+        .listeners
+        .values()
+        .map(|l| l.pool.health_monitor.as_ref().unwrap().kind.clone())
+        .collect();
+    assert_eq!(kinds, vec!["UDP-CONNECT", "TCP"]);
+    assert_eq!(
+        lb.listeners.values().next().unwrap().timeout_client_data,
+        Some(70000)
+    );
+    // HTTP monitors do not exist on ovn: the pool goes without, and says so.
+    s.metadata.annotations.as_mut().unwrap().insert(
+        annotations::HEALTH_MONITOR.into(),
+        r#"{"type":"HTTP","delaySeconds":2}"#.into(),
+    );
+    let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
+    let (_, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    assert_eq!(problems[0].reason, "HealthMonitorUnsupported");
+    assert!(service::parse_health_monitor(r#"{"type":"TCP","delaySeconds":1,"timeoutSeconds":5}"#).is_err());
+    assert!(service::parse_health_monitor("maybe").is_err());
+}
+
+fn observed_from(lb: &DesiredLb) -> ObservedLb {
+    ObservedLb {
+        id: "lb".into(),
+        provider: "amphora".into(),
+        vip_address: lb.vip_address.clone().unwrap_or_default(),
+        vip_port_id: "vip".into(),
+        listeners: lb
+            .listeners
+            .iter()
+            .map(|(k, l)| {
+                (
+                    *k,
+                    ObservedListener {
+                        id: format!("l{}", k.port),
+                        name: l.name.clone(),
+                        timeout_client_data: l.timeout_client_data,
+                        timeout_member_data: l.timeout_member_data,
+                        allowed_cidrs: l.allowed_cidrs.clone(),
+                        pool: Some(ObservedPool {
+                            id: format!("p{}", k.port),
+                            name: l.pool.name.clone(),
+                            lb_algorithm: l.pool.lb_algorithm.clone(),
+                            session_persistence: l.pool.session_persistence.clone(),
+                            members: l
+                                .pool
+                                .members
+                                .keys()
+                                .map(|m| (m.clone(), format!("m-{}", m.0)))
+                                .collect(),
+                            health_monitor: l.pool.health_monitor.clone().map(|spec| ObservedHm {
+                                id: "hm".into(),
+                                spec,
+                            }),
+                        }),
+                    },
+                )
+            })
+            .collect(),
+        orphan_pools: vec![],
+    }
+}
+
+#[test]
+fn a_new_service_is_one_create_and_a_settled_one_needs_nothing() {
+    let spec = two_port_spec();
+    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let ops = plan(&lb, None);
+    assert_eq!(ops.len(), 1);
+    assert!(matches!(ops[0], Op::CreateLoadBalancer(_)));
+    assert!(plan(&lb, Some(&observed_from(&lb))).is_empty());
+}
+
+#[test]
+fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
+    let spec = two_port_spec();
+    let c = caps("amphora", (2, 30));
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let obs = observed_from(&lb);
+    // Scale 3 -> 20: both pools change, one replace each, with the whole new set.
+    let ips: Vec<String> = (1..=20).map(|i| format!("10.0.0.{i}")).collect();
+    let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let ep = endpoints(&refs, &[], &[("http", 8080, "TCP"), ("dns", 5353, "UDP")]);
+    let mut spec20 = spec.clone();
+    spec20.endpoint_slices = endpoints::from_endpoints(&ep, false);
+    let (lb20, _) = desired_lb("ns", "web", &spec20, &c, None);
+    let ops = plan(&lb20, Some(&obs));
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    for op in &ops {
+        let Op::ReplaceMembers { members, .. } = op else {
+            panic!("{op:?}")
+        };
+        assert_eq!(members.len(), 20);
+    }
+    // Only the http port's endpoints change: one replace.
+    let mut only_http = spec.clone();
+    only_http.endpoint_slices[0]
+        .ports
+        .retain(|p| p.name.as_deref() == Some("http"));
+    only_http
+        .endpoint_slices
+        .push(kuryr_api::loadbalancer::LbEndpointSlice {
+            endpoints: spec.endpoint_slices[0].endpoints.clone(),
+            ports: spec.endpoint_slices[0]
+                .ports
+                .iter()
+                .filter(|p| p.name.as_deref() == Some("dns"))
+                .cloned()
+                .collect(),
+            address_type: None,
+        });
+    only_http.endpoint_slices[0].endpoints.truncate(1);
+    let (lb1, _) = desired_lb("ns", "web", &only_http, &c, None);
+    let ops = plan(&lb1, Some(&obs));
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    assert!(matches!(&ops[0], Op::ReplaceMembers { pool_id, .. } if pool_id == "p80"));
+}
+
+#[test]
+fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
+    let spec = two_port_spec();
+    let c = caps("amphora", (2, 30));
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let mut obs = observed_from(&lb);
+    // Timeout annotation changed.
+    let mut t = spec.clone();
+    t.timeout_client_data = Some(90000);
+    let (lbt, _) = desired_lb("ns", "web", &t, &c, None);
+    let ops = plan(&lbt, Some(&obs));
+    assert_eq!(ops.len(), 2);
+    assert!(ops.iter().all(|o| matches!(
+        o,
+        Op::UpdateListener {
+            timeout_client_data: Some(90000),
+            ..
+        }
+    )));
+    // A port removed from the Service: its pool, then its listener, go.
+    let mut one = spec.clone();
+    one.ports.retain(|p| p.port == 80);
+    let (lb1, _) = desired_lb("ns", "web", &one, &c, None);
+    let ops = plan(&lb1, Some(&obs));
+    assert_eq!(
+        ops,
+        vec![
+            Op::DeletePool { id: "p53".into() },
+            Op::DeleteListener { id: "l53".into() }
+        ]
+    );
+    // Deleted behind our back: the listener comes back, then its pool (with members in one batch).
+    obs.listeners.remove(&ListenerKey::new(LbProtocol::Udp, 53));
+    let ops = plan(&lb, Some(&obs));
+    assert!(matches!(&ops[..], [Op::CreateListener { key, .. }] if key.port == 53));
+    obs.listeners
+        .get_mut(&ListenerKey::new(LbProtocol::Tcp, 80))
+        .unwrap()
+        .pool = None;
+    let ops = plan(&lb, Some(&obs));
+    assert!(ops
+        .iter()
+        .any(|o| matches!(o, Op::CreatePool { listener_id, .. } if listener_id == "l80")));
+    // Session persistence switched on: a pool update. Provider changed: recreate.
+    let mut sa = spec.clone();
+    sa.session_affinity = Some(SessionAffinity::ClientIp);
+    let (lbs, _) = desired_lb("ns", "web", &sa, &c, None);
+    let ops = plan(&lbs, Some(&observed_from(&lb)));
+    assert!(ops.iter().all(|o| matches!(
+        o,
+        Op::UpdatePool {
+            session_persistence: Some(_),
+            ..
+        }
+    )));
+    let mut ovn = spec;
+    ovn.provider = Some("ovn".into());
+    let (lbo, _) = desired_lb("ns", "web", &ovn, &caps("ovn", (2, 30)), None);
+    assert!(matches!(
+        &plan(&lbo, Some(&observed_from(&lb)))[..],
+        [Op::Recreate { .. }]
+    ));
+}
+
+#[test]
+fn health_monitor_changes_are_delete_then_create() {
+    let mut spec = two_port_spec();
+    spec.health_monitor = service::parse_health_monitor("tcp").unwrap();
+    let c = caps("amphora", (2, 30));
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let obs = observed_from(&lb);
+    spec.health_monitor.as_mut().unwrap().delay_seconds = Some(9);
+    let (changed, _) = desired_lb("ns", "web", &spec, &c, None);
+    let ops = plan(&changed, Some(&obs));
+    assert!(
+        ops.iter().all(|o| matches!(o, Op::DeleteHealthMonitor { .. })),
+        "{ops:?}"
+    );
+    let mut gone = obs.clone();
+    for l in gone.listeners.values_mut() {
+        l.pool.as_mut().unwrap().health_monitor = None;
+    }
+    let ops = plan(&changed, Some(&gone));
+    assert!(ops
+        .iter()
+        .all(|o| matches!(o, Op::CreateHealthMonitor { hm, .. } if hm.delay == 9)));
+}
+
+#[test]
+fn error_and_long_pending_trees_are_repaired() {
+    let limit = Duration::from_secs(60);
+    let ok = ["ACTIVE", "ACTIVE"];
+    assert_eq!(assess(&ok, Duration::ZERO, limit), Assessment::Active);
+    let pending = ["ACTIVE", "PENDING_UPDATE"];
+    assert_eq!(
+        assess(&pending, Duration::from_secs(5), limit),
+        Assessment::Wait {
+            status: "PENDING_UPDATE".into()
+        }
+    );
+    assert!(matches!(
+        assess(&pending, Duration::from_secs(61), limit),
+        Assessment::Repair { reason } if reason.contains("PENDING_UPDATE")
+    ));
+    assert!(matches!(
+        assess(&["ERROR"], Duration::ZERO, limit),
+        Assessment::Repair { reason } if reason.contains("ERROR")
+    ));
+    assert!(matches!(
+        assess::<&str>(&[], Duration::ZERO, limit),
+        Assessment::Wait { .. }
+    ));
+}

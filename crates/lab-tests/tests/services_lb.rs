@@ -1,0 +1,207 @@
+//! Services → KuryrLoadBalancer → Octavia, end to end: the lab's kube-apiserver and real
+//! kube-controller-manager (building Endpoints from kubelet-less pods whose status the test patches), an
+//! in-process kuryr-controller running its Services side, and Octavia from cloudsim or the lab (ovn and
+//! amphora providers).
+//!
+//! `lifecycle_*`: a Service with 2 ports × 3 pods is one load balancer with 2 listeners, 2 pools and 6
+//! members, the whole tree ACTIVE, in exactly one Octavia write; scaling 3 → 20 → 2 pods is one member
+//! replace per pool per change; deleting the Service leaves no load balancer.
+
+mod svc_common;
+
+use std::time::Instant;
+
+use anyhow::ensure;
+use kuryr_api::finalizers;
+use kuryr_api::ResourceExt;
+use kuryr_openstack::octavia::{loadbalancers, status as tree};
+use lab_tests::Lab;
+use svc_common::{delta, mk_service, pod_ips, shape, Backend, Harness};
+
+#[tokio::test]
+async fn lifecycle_on_cloudsim_ovn() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    lifecycle(&lab, Backend::sim("ovn", |_| {}).await?).await
+}
+
+#[tokio::test]
+async fn lifecycle_on_cloudsim_amphora() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    lifecycle(&lab, Backend::sim("amphora", |_| {}).await?).await
+}
+
+#[tokio::test]
+async fn lifecycle_on_real_octavia_ovn() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    lifecycle(&lab, Backend::lab(&lab, "ovn").await?).await
+}
+
+#[tokio::test]
+async fn lifecycle_on_real_octavia_amphora() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    lifecycle(&lab, Backend::lab(&lab, "amphora").await?).await
+}
+
+async fn lifecycle(lab: &Lab, backend: Backend) -> anyhow::Result<()> {
+    let h = Harness::start(lab, backend, |_| {}).await?;
+    let result = scenario(&h).await;
+    h.finish(result).await
+}
+
+async fn scenario(h: &Harness) -> anyhow::Result<()> {
+    let kind = h.backend.kind.clone();
+    let app = [("app", "web")];
+    let ips = pod_ips(20);
+    let pods: Vec<(String, String)> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| (format!("web-{i}"), ip.clone()))
+        .collect();
+    h.ready_pods(&pods[..3], &app, true).await?;
+
+    // Create: one fully-populated POST.
+    let before = h.backend.octavia_writes();
+    let t0 = Instant::now();
+    h.services()
+        .create(
+            &Default::default(),
+            &mk_service(
+                "web",
+                &[("http", 80, "TCP", 8080), ("dns", 53, "UDP", 5353)],
+                Some(&app),
+            ),
+        )
+        .await?;
+    let klb = h
+        .wait_klb("web", "2 listeners, 2 pools, 6 members", |k| {
+            shape(k) == (2, 2, 6)
+        })
+        .await?;
+    let took = t0.elapsed();
+    let writes = delta(&before, &h.backend.octavia_writes());
+    eprintln!(
+        "[{kind}] Service create -> KuryrLoadBalancer Ready (tree ACTIVE): {} ms; Octavia writes {writes:?}",
+        took.as_millis()
+    );
+    ensure!(
+        writes.values().sum::<u64>() == 1 && writes.get("octavia.loadbalancers.create") == Some(&1),
+        "one Octavia write per Service create, got {writes:?}"
+    );
+    let st = klb.status.clone().unwrap_or_default();
+    let lb = st
+        .loadbalancer
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no LB in status"))?;
+    let svc = h.services().get("web").await?;
+    ensure!(
+        lb.ip == svc.spec.and_then(|s| s.cluster_ip).unwrap_or_default(),
+        "VIP is the clusterIP"
+    );
+    ensure!(
+        lb.provider.as_deref() == Some(h.backend.provider.as_str()),
+        "provider {:?}",
+        lb.provider
+    );
+    let t = tree::get(&h.backend.check, &lb.id).await?;
+    ensure!(
+        t.provisioning_states().iter().all(|s| *s == "ACTIVE") && t.member_count() == 6,
+        "whole tree ACTIVE with 6 members: {:?}",
+        t.provisioning_states()
+    );
+    let mut ports: Vec<i32> = st.members.iter().map(|m| m.port).collect();
+    ports.sort();
+    ensure!(
+        ports == vec![5353, 5353, 5353, 8080, 8080, 8080],
+        "members on the target ports: {ports:?}"
+    );
+    let real = loadbalancers::get(&h.backend.check, &lb.id).await?;
+    ensure!(
+        real.tags
+            .iter()
+            .any(|t| t == &format!("kuryr.cluster={}", h.cluster_id))
+            && real.tags.iter().any(|t| t == "kuryr.kind=service"),
+        "ownership tags on the LB: {:?}",
+        real.tags
+    );
+    ensure!(svc_has_finalizer(h).await?, "Service finalizer");
+    ensure!(
+        klb.finalizers()
+            .iter()
+            .any(|f| f == finalizers::KURYRLOADBALANCER),
+        "KLB finalizer"
+    );
+
+    // Scale 3 -> 20: one member replace per pool.
+    let before = h.backend.octavia_writes();
+    let t0 = Instant::now();
+    h.ready_pods(&pods[3..], &app, true).await?;
+    h.wait_klb("web", "40 members", |k| shape(k) == (2, 2, 40))
+        .await?;
+    let up = delta(&before, &h.backend.octavia_writes());
+    eprintln!(
+        "[{kind}] scale 3->20: {} ms, Octavia writes {up:?}",
+        t0.elapsed().as_millis()
+    );
+    ensure!(
+        up.get("octavia.members.batch_update") == Some(&2) && up.values().sum::<u64>() == 2,
+        "3 -> 20: one member replace per pool, got {up:?}"
+    );
+
+    // Scale 20 -> 2.
+    let before = h.backend.octavia_writes();
+    let t0 = Instant::now();
+    let gone: Vec<String> = pods[2..].iter().map(|(n, _)| n.clone()).collect();
+    h.delete_pods(&gone).await?;
+    let klb = h.wait_klb("web", "4 members", |k| shape(k) == (2, 2, 4)).await?;
+    let down = delta(&before, &h.backend.octavia_writes());
+    eprintln!(
+        "[{kind}] scale 20->2: {} ms, Octavia writes {down:?}",
+        t0.elapsed().as_millis()
+    );
+    ensure!(
+        down.get("octavia.members.batch_update") == Some(&2) && down.values().sum::<u64>() == 2,
+        "20 -> 2: one member replace per pool, got {down:?}"
+    );
+    let left: Vec<String> = klb
+        .status
+        .unwrap_or_default()
+        .members
+        .iter()
+        .map(|m| m.ip.clone())
+        .collect();
+    ensure!(
+        left.iter().all(|ip| *ip == ips[0] || *ip == ips[1]),
+        "only the 2 remaining pods: {left:?}"
+    );
+    if let Some(sim) = &h.backend.sim {
+        // The call log agrees with the client's count.
+        ensure!(
+            sim.calls_matching("octavia.members.batch_update").len() == 4,
+            "call log: 4 batch updates in all"
+        );
+    }
+
+    // Delete: nothing left in Octavia.
+    let t0 = Instant::now();
+    h.services().delete("web", &Default::default()).await?;
+    h.wait_gone("web").await?;
+    eprintln!(
+        "[{kind}] Service delete -> LB gone, finalizers released: {} ms",
+        t0.elapsed().as_millis()
+    );
+    match loadbalancers::get(&h.backend.check, &lb.id).await {
+        Err(e) if e.is_not_found() => {}
+        other => anyhow::bail!("LB {} still there: {other:?}", lb.id),
+    }
+    ensure!(h.tagged_lbs().await?.is_empty(), "tagged load balancers left");
+    Ok(())
+}
+
+async fn svc_has_finalizer(h: &Harness) -> anyhow::Result<bool> {
+    Ok(h.services()
+        .get("web")
+        .await?
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::SERVICE))
+}

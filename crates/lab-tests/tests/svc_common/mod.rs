@@ -1,0 +1,533 @@
+//! Shared by the services_* tests: the cloud to run on (an in-process cloudsim bootstrapped like the lab,
+//! or the lab's real Octavia with one provider), an in-process kuryr-controller running only the Services
+//! side, scoped to its own namespace and cluster id, and "pods" without a kubelet: created with
+//! `spec.nodeName` and their status patched (Running, podIP, Ready) so the lab's real
+//! kube-controller-manager builds Endpoints from them.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use futures::future::try_join_all;
+use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec, ServicePort, ServiceSpec};
+use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kuryr_api::kube::runtime::wait::{await_condition, conditions};
+use kuryr_api::{
+    crds, Api, Client, CustomResourceDefinition, DeleteParams, Event, KuryrLoadBalancer, ListParams,
+    Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt, Service,
+};
+use kuryr_cloudsim::profile::Dist;
+use kuryr_cloudsim::{Profile, Sim, SimHandle};
+use kuryr_controller::metrics::Metrics;
+use kuryr_controller::services::{self, ServicesConfig};
+use kuryr_controller::Config;
+use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
+use kuryr_openstack::neutron::subnets::{self, AllocationPool, CreateSubnet};
+use kuryr_openstack::neutron::{floating_ips, networks, Filter};
+use kuryr_openstack::octavia::loadbalancers;
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::Lab;
+use serde_json::json;
+
+pub const WAIT: Duration = Duration::from_secs(180);
+
+/// Where the load balancers are made.
+pub struct Backend {
+    pub kind: String,
+    /// The controller's handle (its metrics count the controller's calls only).
+    pub cloud: Cloud,
+    /// The test's own handle, for reads.
+    pub check: Cloud,
+    pub sim: Option<SimHandle>,
+    pub provider: String,
+    pub project_id: Option<String>,
+    pub pod_network_id: String,
+    pub pod_subnet_id: String,
+    pub service_subnet_id: String,
+    pub external_network_id: String,
+    _dir: Option<std::path::PathBuf>,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(d) = &self._dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+impl Backend {
+    /// cloudsim with `provider` as Octavia's default; `tweak` adjusts the profile (e.g. `max_version`).
+    pub async fn sim(provider: &str, tweak: impl FnOnce(&mut Profile)) -> anyhow::Result<Backend> {
+        let mut profile = Profile::zero();
+        profile.time_scale = 1.0;
+        profile.octavia.default_provider = provider.to_owned();
+        // Short, non-zero provisioning, so PENDING_* is really seen and waited out; ovn's quirks as on the lab.
+        for (name, p) in profile.octavia.providers.iter_mut() {
+            p.lb_create = Dist::Ms(150.0);
+            p.update = Dist::Ms(80.0);
+            p.delete = Dist::Ms(80.0);
+            if name == "ovn" {
+                p.tree_extra = Dist::Ms(150.0);
+                p.member_removal_lag = Dist::Ms(300.0);
+            }
+        }
+        tweak(&mut profile);
+        let (_, sim) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
+        let dir =
+            std::env::temp_dir().join(format!("kuryr-svc-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::create_dir_all(&dir)?;
+        let yaml = dir.join("clouds.yaml");
+        std::fs::write(
+            &yaml,
+            format!(
+                "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
+                sim.url()
+            ),
+        )?;
+        let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;
+        let check = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
+        let pods = networks::create(&check, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
+        let mut pod_subnet = CreateSubnet::v4(&pods.id, "198.18.0.0/18");
+        pod_subnet.gateway_ip = Some(Some("198.18.0.1".into()));
+        let pod_subnet = subnets::create(&check, &pod_subnet, &[]).await?;
+        let svc = networks::create(&check, &networks::CreateNetwork::named("kuryr-services"), &[]).await?;
+        let svc_subnet = subnets::create(&check, &CreateSubnet::v4(&svc.id, "198.19.0.0/16"), &[]).await?;
+        let ext = networks::create(
+            &check,
+            &networks::CreateNetwork {
+                router_external: Some(true),
+                ..networks::CreateNetwork::named("kuryr-public")
+            },
+            &[],
+        )
+        .await?;
+        let mut ext_subnet = CreateSubnet::v4(&ext.id, "203.0.113.0/24");
+        ext_subnet.allocation_pools = vec![AllocationPool {
+            start: "203.0.113.10".into(),
+            end: "203.0.113.250".into(),
+        }];
+        subnets::create(&check, &ext_subnet, &[]).await?;
+        let router = routers::create(
+            &check,
+            &CreateRouter {
+                name: "kuryr-router".into(),
+                external_gateway_info: Some(GatewayInfo {
+                    network_id: ext.id.clone(),
+                    enable_snat: None,
+                }),
+                project_id: None,
+            },
+            &[],
+        )
+        .await?;
+        for s in [&pod_subnet.id, &svc_subnet.id] {
+            routers::add_interface(&check, &router.id, &Interface::Subnet(s.clone())).await?;
+        }
+        Ok(Backend {
+            kind: format!("sim-{provider}"),
+            cloud,
+            check,
+            sim: Some(sim),
+            provider: provider.to_owned(),
+            project_id: None,
+            pod_network_id: pods.id,
+            pod_subnet_id: pod_subnet.id,
+            service_subnet_id: svc_subnet.id,
+            external_network_id: ext.id,
+            _dir: Some(dir),
+        })
+    }
+
+    /// The lab's Keystone, Neutron and Octavia, load balancers on `provider`.
+    pub async fn lab(lab: &Lab, provider: &str) -> anyhow::Result<Backend> {
+        let cfg = || ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
+        let cloud = Cloud::connect(cfg()).await.context("login to the lab cloud")?;
+        let check = Cloud::connect(cfg()).await?;
+        Ok(Backend {
+            kind: format!("lab-{provider}"),
+            cloud,
+            check,
+            sim: None,
+            provider: provider.to_owned(),
+            project_id: Some(lab.project_id.clone()),
+            pod_network_id: lab.pod_network_id.clone(),
+            pod_subnet_id: lab.pod_subnet_id.clone(),
+            service_subnet_id: lab.service_subnet_id.clone(),
+            external_network_id: lab.external_network_id.clone(),
+            _dir: None,
+        })
+    }
+
+    /// Octavia writes the controller made so far (every attempt, retries included).
+    pub fn octavia_writes(&self) -> BTreeMap<String, u64> {
+        let snap = self.cloud.metrics().snapshot();
+        let mut out = BTreeMap::new();
+        for ((op, _), s) in &snap.calls {
+            let write = [
+                ".create",
+                ".update",
+                ".delete",
+                ".batch_update",
+                ".cascade_delete",
+            ]
+            .iter()
+            .any(|w| op.ends_with(w));
+            if op.starts_with("octavia.") && write {
+                *out.entry(op.clone()).or_insert(0) += s.count;
+            }
+        }
+        out
+    }
+}
+
+/// Writes in `after` that are not in `before`, by op.
+pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// A namespace, a cluster id and the Services side of kuryr-controller scoped to both.
+pub struct Harness {
+    pub client: Client,
+    pub ns: String,
+    pub cluster_id: String,
+    pub backend: Backend,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Harness {
+    pub async fn start(
+        lab: &Lab,
+        backend: Backend,
+        tweak: impl FnOnce(&mut ServicesConfig),
+    ) -> anyhow::Result<Harness> {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
+            )
+            .with_test_writer()
+            .try_init();
+        let client = lab.kube_client().await?;
+        install_crds(&client).await?;
+        let run_id = format!("{:08x}", fastrand::u32(..));
+        let ns = format!("svc-{}-{run_id}", backend.kind);
+        let cluster_id = format!("svctest-{}-{run_id}", backend.kind);
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(ns.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..Namespace::default()
+                },
+            )
+            .await?;
+        let mut config = Config::new(&cluster_id, &backend.pod_subnet_id);
+        config.namespace = Some(ns.clone());
+        config.project_id = backend.project_id.clone();
+        let mut sc = ServicesConfig::new(&backend.service_subnet_id);
+        sc.member_subnet_id = Some(backend.pod_subnet_id.clone());
+        sc.external_network_id = Some(backend.external_network_id.clone());
+        sc.provider = Some(backend.provider.clone());
+        sc.default_provider = backend.provider.clone();
+        sc.pending_limit = Duration::from_secs(10);
+        sc.coalesce = Duration::from_millis(700);
+        sc.poll_min = Duration::from_millis(100);
+        sc.poll_max = Duration::from_secs(1);
+        tweak(&mut sc);
+        config.services = Some(sc);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(services::run(
+            client.clone(),
+            backend.cloud.clone(),
+            config,
+            Metrics::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(Harness {
+            client,
+            ns,
+            cluster_id,
+            backend,
+            stop,
+            task,
+        })
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn services(&self) -> Api<Service> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn klbs(&self) -> Api<KuryrLoadBalancer> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn owner_filter(&self) -> String {
+        Owner::cluster_filter(&self.cluster_id).join(",")
+    }
+
+    /// Load balancers tagged with this test's cluster id.
+    pub async fn tagged_lbs(&self) -> anyhow::Result<Vec<loadbalancers::LoadBalancer>> {
+        Ok(loadbalancers::list(&self.backend.check, vec![("tags".into(), self.owner_filter())]).await?)
+    }
+
+    /// Cleans up after a failure, stops the controller, deletes the namespace.
+    pub async fn finish(self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        if result.is_err() {
+            let strip = json!({"metadata": {"finalizers": null}});
+            for s in self
+                .services()
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let _ = self
+                    .services()
+                    .patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                    .await;
+            }
+            for k in self
+                .klbs()
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let _ = self
+                    .klbs()
+                    .patch(&k.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                    .await;
+            }
+            for lb in self.tagged_lbs().await.unwrap_or_default() {
+                let _ = loadbalancers::delete(&self.backend.check, &lb.id, true).await;
+            }
+            let fips = floating_ips::list(
+                &self.backend.check,
+                Filter::new().tags(&Owner::cluster_filter(&self.cluster_id)),
+            )
+            .await
+            .unwrap_or_default();
+            for f in fips {
+                let _ = floating_ips::delete(&self.backend.check, &f.id).await;
+            }
+        }
+        let _ = self.stop.send(());
+        let stopped = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+        let _ = Api::<Namespace>::all(self.client.clone())
+            .delete(&self.ns, &DeleteParams::default())
+            .await;
+        result?;
+        match stopped {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(e)) => bail!("controller task panicked: {e}"),
+            Err(_) => bail!("controller did not stop within 30 s"),
+        }
+    }
+
+    /// Pods `names` on vm1 with `labels`, then Running + Ready with the given IPs (all at once, so the
+    /// endpoints controller sees one change).
+    pub async fn ready_pods(
+        &self,
+        pods: &[(String, String)],
+        labels: &[(&str, &str)],
+        ready: bool,
+    ) -> anyhow::Result<()> {
+        let api = self.pods();
+        try_join_all(pods.iter().map(|(name, _)| {
+            let api = api.clone();
+            let pod = mk_pod(name, labels);
+            async move { api.create(&PostParams::default(), &pod).await }
+        }))
+        .await?;
+        try_join_all(pods.iter().map(|(name, ip)| {
+            let api = api.clone();
+            let st = json!({"status": {
+                "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "198.18.0.11",
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+            }});
+            async move {
+                api.patch_status(name, &PatchParams::default(), &Patch::Merge(&st))
+                    .await
+            }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    pub async fn set_ready(&self, name: &str, ready: bool) -> anyhow::Result<()> {
+        let st = json!({"status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+        self.pods()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&st))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_pods(&self, names: &[String]) -> anyhow::Result<()> {
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        let api = self.pods();
+        try_join_all(names.iter().map(|n| {
+            let (api, dp) = (api.clone(), dp.clone());
+            async move { api.delete(n, &dp).await }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    /// Waits until the KuryrLoadBalancer `name` is Ready for its current spec and `pred` holds.
+    pub async fn wait_klb(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&KuryrLoadBalancer) -> bool,
+    ) -> anyhow::Result<KuryrLoadBalancer> {
+        let deadline = Instant::now() + WAIT;
+        let mut last = None;
+        loop {
+            if let Some(k) = self.klbs().get_opt(name).await? {
+                let ready = k.status.as_ref().is_some_and(|s| {
+                    kuryr_api::conditions::is_condition_true(&s.conditions, "Ready")
+                        && s.observed_generation == k.metadata.generation
+                });
+                if ready && pred(&k) {
+                    return Ok(k);
+                }
+                last = Some(k);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{name}: {what} not reached within {WAIT:?}; last status: {}",
+                    serde_json::to_string(&last.and_then(|k| k.status)).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the Service and its KuryrLoadBalancer are gone.
+    pub async fn wait_gone(&self, name: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + WAIT;
+        while self.services().get_opt(name).await?.is_some() || self.klbs().get_opt(name).await?.is_some() {
+            if Instant::now() > deadline {
+                bail!("{name}: Service or KuryrLoadBalancer still there after {WAIT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Events in the namespace with this reason.
+    pub async fn events(&self, reason: &str) -> anyhow::Result<Vec<Event>> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect())
+    }
+}
+
+pub fn mk_pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("vm1".into()),
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("registry.k8s.io/pause:3.9".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// `ports`: (name, port, protocol, targetPort). `selector` None: selector-less.
+pub fn mk_service(
+    name: &str,
+    ports: &[(&str, i32, &str, i32)],
+    selector: Option<&[(&str, &str)]>,
+) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: selector.map(|s| s.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, p, proto, t)| ServicePort {
+                        name: Some((*n).into()),
+                        port: *p,
+                        protocol: Some((*proto).into()),
+                        target_port: Some(IntOrString::Int(*t)),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// Random pod IPs in a /24 of the pod subnet nobody else uses in these tests.
+pub fn pod_ips(n: usize) -> Vec<String> {
+    let third = 20 + fastrand::u8(..40);
+    (0..n).map(|i| format!("198.18.{third}.{}", 10 + i)).collect()
+}
+
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::crds() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply("kuryr-crd-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await??;
+    }
+    Ok(())
+}
+
+/// Listener, pool and member counts in the status.
+pub fn shape(k: &KuryrLoadBalancer) -> (usize, usize, usize) {
+    k.status
+        .as_ref()
+        .map_or((0, 0, 0), |s| (s.listeners.len(), s.pools.len(), s.members.len()))
+}
