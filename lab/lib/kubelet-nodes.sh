@@ -145,7 +145,7 @@ EOC
     fi
     if ! running "kuryr-daemon-$node"; then
       cp "$TARGET/kuryr-daemon" "$d/kuryr/kuryr-daemon"; echo "$sum" >"$d/kuryr/daemon.sum"
-      KUBECONFIG=$S/k8s/kubeconfig RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
+      KUBECONFIG=$S/k8s/kubeconfig NO_COLOR=1 RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
         "$d/kuryr/kuryr-daemon" --node-name "$node" --socket "$d/kuryr/cni.sock" \
         --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" --link-iface eth0
       waitfor "kuryr-daemon $node" 30 curl -sf "http://127.0.0.1:$((P_KDAEMON + idx))/readyz" \

@@ -421,3 +421,123 @@ async fn twenty_waiting_adds_are_served_concurrently_and_woken_together() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_add_leaves_nothing_half_plugged() {
+    if !common::require_root("a_failed_add_leaves_nothing_half_plugged") {
+        return;
+    }
+    let vm = common::mk_vm();
+    let pod = common::TestNs::new("pod");
+    let binder = NetlinkBinder::new(NetlinkBinderConfig {
+        host_netns: Some(vm.path()),
+        link_iface: "eth0".into(),
+        bridge: "unused".into(),
+        netns_dir: PathBuf::from("/var/run/netns"),
+    });
+    let d = start(binder, Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    // The device can be made, but its route cannot: the gateway is outside every address of the pod.
+    let mut v = common::vif(VifType::NestedMacvlan, 86);
+    v.ips[0].gateway = Some("203.0.113.1".into());
+    d.cache.apply_port(ready_port(v));
+    let netns = pod.path().display().to_string();
+    let out = plugin(&env("ADD", &netns, ARGS), &conf("1.0.0", &d.socket)).await;
+    assert_eq!(out.code, 1);
+    let e = out.json.unwrap();
+    assert_eq!(e["code"], 101, "{e}");
+    assert!(e["details"].as_str().unwrap().contains("route"), "{e}");
+    assert!(!pod.has_link("eth0"), "the failed ADD left its interface behind");
+    let left = vm.ip_json(&["link", "show"]);
+    assert_eq!(
+        left.as_array().unwrap().len(),
+        3,
+        "only lo, eth0, eth0p in the VM: {left}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_unplugs_attachments_the_runtime_no_longer_lists() {
+    let fake = FakeBinder::default();
+    let d = start(fake.clone(), Duration::from_secs(5));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NestedMacvlan, 87)));
+    let c = conf("1.1.0", &d.socket);
+    for (id, ns) in [("aaaa", "/var/run/netns/cni-a"), ("bbbb", "/var/run/netns/cni-b")] {
+        let mut e = env("ADD", ns, ARGS);
+        e.retain(|(k, _)| *k != "CNI_CONTAINERID");
+        e.push(("CNI_CONTAINERID", id));
+        assert_eq!(plugin(&e, &c).await.code, 0);
+    }
+    let mut gc: Value = serde_json::from_str(&c).unwrap();
+    gc["cni.dev/valid-attachments"] = serde_json::json!([{"containerID": "bbbb", "ifname": "eth0"}]);
+    let out = plugin(&[("CNI_COMMAND", "GC")], &gc.to_string()).await;
+    assert_eq!((out.code, out.json), (0, None));
+    let calls = fake.calls.lock().unwrap().clone();
+    assert_eq!(calls[2..], ["unbind /var/run/netns/cni-a eth0 []".to_string()]);
+    // A second GC has nothing left to collect.
+    assert_eq!(plugin(&[("CNI_COMMAND", "GC")], &gc.to_string()).await.code, 0);
+    assert_eq!(fake.calls.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_spec_error_and_touches_nothing() {
+    let fake = FakeBinder::default();
+    let d = start(fake.clone(), Duration::from_secs(2));
+    d.cache.set_pod_state("shop", "web-0", live());
+    d.cache
+        .apply_port(ready_port(common::vif(VifType::NestedMacvlan, 88)));
+    let c = conf("1.0.0", &d.socket);
+    let ns = "/var/run/netns/cni-bad";
+    let uid_mismatch = ARGS.replace("uid-1", "uid-9");
+    let mut no_netns = env("ADD", ns, ARGS);
+    no_netns.retain(|(k, _)| *k != "CNI_NETNS");
+    let mut no_command = env("ADD", ns, ARGS);
+    no_command.retain(|(k, _)| *k != "CNI_COMMAND");
+    /// (what, environment, stdin, expected code)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u32);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "malformed stdin",
+            env("ADD", ns, ARGS),
+            "{\"cniVersion\":".into(),
+            6,
+        ),
+        ("stdin not an object", env("ADD", ns, ARGS), "[1]".into(), 6),
+        ("no CNI_COMMAND", no_command, c.clone(), 4),
+        ("no CNI_NETNS on ADD", no_netns, c.clone(), 4),
+        ("unknown command", env("PLUG", ns, ARGS), c.clone(), 4),
+        (
+            "wrong cniVersion",
+            env("ADD", ns, ARGS),
+            conf("2.0.0", &d.socket),
+            1,
+        ),
+        (
+            "CHECK on 0.3.1",
+            env("CHECK", ns, ARGS),
+            conf("0.3.1", &d.socket),
+            1,
+        ),
+        ("pod UID mismatch", env("ADD", ns, &uid_mismatch), c.clone(), 3),
+        (
+            "no pod name",
+            env("ADD", ns, "K8S_POD_NAMESPACE=shop"),
+            c.clone(),
+            4,
+        ),
+    ];
+    for (what, e, stdin, code) in cases {
+        let out = plugin(&e, &stdin).await;
+        assert_eq!(out.code, 1, "{what}");
+        let j = out.json.unwrap_or_else(|| panic!("{what}: no error JSON"));
+        assert_eq!(j["code"], code, "{what}: {j}");
+        assert!(j["msg"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {j}");
+        assert!(j["cniVersion"].is_string(), "{what}: {j}");
+    }
+    assert!(
+        fake.calls.lock().unwrap().is_empty(),
+        "bad input reached the binder"
+    );
+}

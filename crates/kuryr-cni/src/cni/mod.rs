@@ -12,7 +12,7 @@ mod version;
 pub use args::{parse_cni_args, PodArgs};
 pub use command::Command;
 pub use error::{codes, CniError};
-pub use netconf::NetConf;
+pub use netconf::{NetConf, ValidAttachment};
 pub use request::CniRequest;
 pub use result::{CniResult, IfaceResult, IpResult, RouteResult};
 pub use version::{CniVersion, SUPPORTED_VERSIONS};

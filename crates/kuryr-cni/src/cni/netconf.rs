@@ -21,6 +21,21 @@ pub struct NetConf {
     pub timeout_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prev_result: Option<Value>,
+    /// GC (CNI 1.1): the attachments the runtime still has; every other one may be collected.
+    #[serde(
+        rename = "cni.dev/valid-attachments",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub valid_attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// One entry of `cni.dev/valid-attachments`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidAttachment {
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    pub ifname: String,
 }
 
 impl NetConf {
@@ -86,6 +101,22 @@ mod tests {
         .unwrap();
         assert_eq!(c.socket_path.as_deref(), Some("/tmp/s"));
         assert_eq!(c.timeout_seconds, Some(5));
+    }
+
+    #[test]
+    fn gc_valid_attachments_parse() {
+        let c = NetConf::parse(
+            br#"{"cniVersion":"1.1.0","name":"k","type":"kuryr-cni",
+                "cni.dev/valid-attachments":[{"containerID":"abc","ifname":"eth0"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.valid_attachments,
+            Some(vec![ValidAttachment {
+                container_id: "abc".into(),
+                ifname: "eth0".into()
+            }])
+        );
     }
 
     #[test]

@@ -29,10 +29,13 @@ impl Default for DaemonConfig {
     }
 }
 
-/// What one successful ADD wired, for its DEL.
+/// What one successful ADD wired, for its DEL and for GC.
 #[derive(Clone, Debug)]
 struct Attachment {
     pod: String,
+    netns: String,
+    /// Interfaces in the pod, the default (CNI_IFNAME) first.
+    ifnames: Vec<String>,
     host_ifnames: Vec<String>,
 }
 
@@ -81,12 +84,14 @@ impl<B: Binder> Daemon<B> {
 
     pub async fn handle(&self, req: CniRequest) -> DaemonResponse {
         let started = Instant::now();
+        let pod = req.pod.as_ref().map(|p| p.key()).unwrap_or_default();
+        info!(command = %req.command, %pod, container = %req.container_id, netns = %req.netns, "request");
         let res = match req.command {
             Command::Add => self.add(&req).await.map(Some),
             Command::Del => self.del(&req).await.map(|()| None),
             Command::Check => self.check(&req).await.map(|()| None),
             Command::Status => self.status().map(|()| None),
-            Command::Gc => Ok(None),
+            Command::Gc => self.gc(&req).await.map(|()| None),
             Command::Version => Err(CniError::new(
                 codes::INVALID_ENV,
                 "VERSION is answered by the plugin",
@@ -99,7 +104,6 @@ impl<B: Binder> Daemon<B> {
         };
         let secs = started.elapsed().as_secs_f64();
         self.metrics.observe(req.command.as_str(), label, secs);
-        let pod = req.pod.as_ref().map(|p| p.key()).unwrap_or_default();
         match &res {
             Ok(_) => info!(command = %req.command, %pod, container = %req.container_id, secs, "done"),
             Err(e) => {
@@ -130,15 +134,52 @@ impl<B: Binder> Daemon<B> {
             )
         })?;
         let vifs = wait_for_vifs(&self.cache, pod, &req.ifname, self.cfg.add_timeout).await?;
+        let mut wired = Attachment {
+            pod: pod.key(),
+            netns: req.netns.clone(),
+            ifnames: Vec::new(),
+            host_ifnames: Vec::new(),
+        };
+        match self.bind_all(req, &vifs, &mut wired).await {
+            Ok(result) => {
+                self.attachments().insert(req.container_id.clone(), wired);
+                Ok(result)
+            }
+            Err(e) => {
+                // Nothing half-plugged: what this ADD made goes, including the interface that failed.
+                let mut ifnames = wired.ifnames;
+                if let Some((name, _)) = vifs.get(ifnames.len()) {
+                    ifnames.push(name.clone());
+                }
+                for name in &ifnames {
+                    if let Err(u) = self
+                        .binder
+                        .unbind(Some(Path::new(&req.netns)), name, &wired.host_ifnames)
+                        .await
+                    {
+                        warn!(error = %u, ifname = %name, "rolling back a failed ADD");
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn bind_all(
+        &self,
+        req: &CniRequest,
+        vifs: &[(String, kuryr_api::Vif)],
+        wired: &mut Attachment,
+    ) -> Result<CniResult, CniError> {
         let mut result = CniResult::default();
-        let mut host_ifnames = Vec::new();
         for (i, (ifname, vif)) in vifs.iter().enumerate() {
             let bound = self
                 .binder
                 .bind(Path::new(&req.netns), ifname, vif, i == 0)
                 .await
                 .map_err(bind_error)?;
-            host_ifnames.extend(bound.host_ifname.clone());
+            wired.ifnames.push(bound.ifname.clone());
+            wired.host_ifnames.extend(bound.host_ifname.clone());
             result.interfaces.push(IfaceResult {
                 name: bound.ifname.clone(),
                 mac: bound.mac.clone(),
@@ -161,14 +202,32 @@ impl<B: Binder> Daemon<B> {
                 });
             }
         }
-        self.attachments().insert(
-            req.container_id.clone(),
-            Attachment {
-                pod: pod.key(),
-                host_ifnames,
-            },
-        );
         Ok(result)
+    }
+
+    /// CNI 1.1 GC: every attachment this daemon wired whose container is not in `cni.dev/valid-attachments`
+    /// is unplugged (its interfaces, if their namespace still exists, and its host-side devices). Only
+    /// attachments made since the daemon started are known; without a list nothing is collected.
+    async fn gc(&self, req: &CniRequest) -> Result<(), CniError> {
+        let Some(valid) = &req.config.valid_attachments else {
+            return Ok(());
+        };
+        let stale: Vec<(String, Attachment)> = self
+            .attachments()
+            .iter()
+            .filter(|(id, _)| !valid.iter().any(|v| &v.container_id == *id))
+            .map(|(id, a)| (id.clone(), a.clone()))
+            .collect();
+        for (id, a) in stale {
+            info!(container = %id, pod = %a.pod, "GC: unplugging an attachment the runtime no longer has");
+            let netns = (!a.netns.is_empty()).then(|| Path::new(&a.netns));
+            for (i, name) in a.ifnames.iter().enumerate() {
+                let host: &[String] = if i == 0 { &a.host_ifnames } else { &[] };
+                self.binder.unbind(netns, name, host).await.map_err(bind_error)?;
+            }
+            self.attachments().remove(&id);
+        }
+        Ok(())
     }
 
     /// Never waits (stale DELs must stay cheap, bd46075a) and succeeds when there is nothing left.
