@@ -45,6 +45,18 @@ pub enum Command {
     Pools,
     /// What the garbage collector would delete.
     Gc(GcArgs),
+    /// Make what upstream kuryr-kubernetes left adoptable (trunk ids in KuryrPort status, ownership tags).
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct MigrateArgs {
+    /// Only this namespace.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Change things; without it, only list what would change.
+    #[arg(long)]
+    pub apply: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -113,6 +125,7 @@ impl Cli {
             Command::Status(a) => crate::status::run(self, a, fmt, out).await,
             Command::Pools => crate::pools::run(self, fmt, out).await,
             Command::Gc(a) => crate::gc::run(self, a, fmt, out).await,
+            Command::Migrate(a) => crate::migrate::run(self, a, fmt, out).await,
         }
     }
 }
