@@ -21,7 +21,7 @@ use crate::output::{emit, toned, Format, Progress, Table, Tone};
 /// Ownership kinds as the controllers write them.
 pub const PORT_KIND: &str = kuryr_controller::ports::nested_vlan::OWNER_KIND;
 pub const NETWORK_KIND: &str = kuryr_controller::networks::driver::OWNER_KIND;
-pub const SERVICE_KIND: &str = "service";
+pub const SERVICE_KIND: &str = kuryr_controller::loadbalancers::OWNER_KIND;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Action {
@@ -219,12 +219,13 @@ async fn kuryrloadbalancers(
         else {
             continue;
         };
-        // Upstream made the Service the KuryrLoadBalancer's owner: its uid is the LB's owner.
+        // As the LB controller tags: the Service's uid (upstream made it the owner), else the KLB's.
         let Some(svc_uid) = klb
             .owner_references()
             .iter()
             .find(|o| o.kind == "Service")
             .map(|o| o.uid.clone())
+            .or_else(|| klb.uid())
         else {
             continue;
         };
