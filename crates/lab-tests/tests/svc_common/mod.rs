@@ -197,6 +197,7 @@ pub struct Harness {
     pub ns: String,
     pub cluster_id: String,
     pub backend: Backend,
+    pub metrics: Metrics,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -239,18 +240,20 @@ impl Harness {
         sc.external_network_id = Some(backend.external_network_id.clone());
         sc.provider = Some(backend.provider.clone());
         sc.default_provider = backend.provider.clone();
-        sc.pending_limit = Duration::from_secs(10);
+        // Short on cloudsim (the fault tests wait it out); on the lab a busy Octavia is slow, not stuck.
+        sc.pending_limit = Duration::from_secs(if backend.sim.is_some() { 6 } else { 120 });
         sc.coalesce = Duration::from_millis(700);
         sc.poll_min = Duration::from_millis(100);
         sc.poll_max = Duration::from_secs(1);
         tweak(&mut sc);
         config.services = Some(sc);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = Metrics::default();
         let task = tokio::spawn(services::run(
             client.clone(),
             backend.cloud.clone(),
             config,
-            Metrics::default(),
+            metrics.clone(),
             async {
                 let _ = stopped.await;
             },
@@ -260,6 +263,7 @@ impl Harness {
             ns,
             cluster_id,
             backend,
+            metrics,
             stop,
             task,
         })
@@ -530,4 +534,19 @@ pub fn shape(k: &KuryrLoadBalancer) -> (usize, usize, usize) {
     k.status
         .as_ref()
         .map_or((0, 0, 0), |s| (s.listeners.len(), s.pools.len(), s.members.len()))
+}
+
+/// The LB id in the status.
+pub fn lb_id(k: &KuryrLoadBalancer) -> String {
+    k.status
+        .as_ref()
+        .and_then(|s| s.loadbalancer.as_ref())
+        .map(|l| l.id.clone())
+        .unwrap_or_default()
+}
+
+/// `Supported` condition of the KuryrLoadBalancer: (status, reason).
+pub fn supported(k: &KuryrLoadBalancer) -> Option<(String, String)> {
+    let c = kuryr_api::conditions::find_condition(&k.status.as_ref()?.conditions, "Supported")?;
+    Some((format!("{:?}", c.status), c.reason.clone()))
 }

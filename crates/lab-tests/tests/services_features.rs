@@ -1,0 +1,358 @@
+//! Service features end to end, on cloudsim and on the lab's real Octavia: TCP and UDP on one port plus
+//! SCTP, sessionAffinity (SOURCE_IP persistence on amphora, an Event on ovn), type=LoadBalancer with a
+//! floating IP on the VIP, not-ready endpoints (and publishNotReadyAddresses), a selector-less Service with
+//! manual Endpoints, and a listener timeout annotation change; plus the feature gates of an old Octavia
+//! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served).
+
+mod svc_common;
+
+use std::collections::BTreeMap;
+
+use anyhow::{ensure, Context as _};
+use kuryr_api::k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset};
+use kuryr_api::{annotations, Endpoints, ObjectMeta, Patch, PatchParams, PostParams};
+use kuryr_openstack::neutron::floating_ips;
+use kuryr_openstack::octavia::{listeners, pools};
+use lab_tests::Lab;
+use serde_json::json;
+use svc_common::{delta, mk_service, pod_ips, shape, supported, Backend, Harness};
+
+#[tokio::test]
+async fn features_on_cloudsim_amphora() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    run(&lab, Backend::sim("amphora", |_| {}).await?).await
+}
+
+#[tokio::test]
+async fn features_on_cloudsim_ovn() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    run(&lab, Backend::sim("ovn", |_| {}).await?).await
+}
+
+#[tokio::test]
+async fn features_on_real_octavia_ovn() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    run(&lab, Backend::lab(&lab, "ovn").await?).await
+}
+
+#[tokio::test]
+async fn features_on_real_octavia_amphora() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    run(&lab, Backend::lab(&lab, "amphora").await?).await
+}
+
+/// Octavia 2.22 has no SCTP: that port is refused (Event + `Supported=False`), the TCP port is served.
+#[tokio::test]
+async fn sctp_is_gated_on_old_octavia_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let backend = Backend::sim("amphora", |p| p.octavia.max_version = "2.22".into()).await?;
+    let h = Harness::start(&lab, backend, |_| {}).await?;
+    let result = async {
+        let app = [("app", "gated")];
+        let ips = pod_ips(2);
+        h.ready_pods(
+            &[("g0".into(), ips[0].clone()), ("g1".into(), ips[1].clone())],
+            &app,
+            true,
+        )
+        .await?;
+        h.services()
+            .create(
+                &PostParams::default(),
+                &mk_service(
+                    "gated",
+                    &[("web", 80, "TCP", 8080), ("sig", 9, "SCTP", 9)],
+                    Some(&app),
+                ),
+            )
+            .await?;
+        let k = h
+            .wait_klb("gated", "the TCP port served", |k| shape(k) == (1, 1, 2))
+            .await?;
+        ensure!(
+            supported(&k) == Some(("False".into(), "SctpUnsupported".into())),
+            "condition {:?}",
+            supported(&k)
+        );
+        let ev = h.events("SctpUnsupported").await?;
+        ensure!(
+            ev.iter()
+                .any(|e| e.involved_object.kind.as_deref() == Some("Service")),
+            "Warning Event on the Service"
+        );
+        ensure!(
+            ev.iter()
+                .any(|e| e.message.as_deref().unwrap_or_default().contains("2.23")),
+            "the Event names the API version needed"
+        );
+        h.services().delete("gated", &Default::default()).await?;
+        h.wait_gone("gated").await
+    }
+    .await;
+    h.finish(result).await
+}
+
+async fn run(lab: &Lab, backend: Backend) -> anyhow::Result<()> {
+    let h = Harness::start(lab, backend, |_| {}).await?;
+    let result = features(&h).await;
+    h.finish(result).await
+}
+
+async fn features(h: &Harness) -> anyhow::Result<()> {
+    let kind = h.backend.kind.clone();
+    let ovn = h.backend.provider == "ovn";
+    let svcs = h.services();
+    let pp = PostParams::default();
+    let ips = pod_ips(3);
+    let app = [("app", "f")];
+    // Two ready pods and one that is not.
+    h.ready_pods(
+        &[("f0".into(), ips[0].clone()), ("f1".into(), ips[1].clone())],
+        &app,
+        true,
+    )
+    .await?;
+    h.ready_pods(&[("f2".into(), ips[2].clone())], &app, false)
+        .await?;
+
+    // All Services at once; each is checked below.
+    svcs.create(
+        &pp,
+        &mk_service(
+            "mixed",
+            &[
+                ("dns-tcp", 53, "TCP", 5353),
+                ("dns-udp", 53, "UDP", 5353),
+                ("sig", 9, "SCTP", 9),
+            ],
+            Some(&app),
+        ),
+    )
+    .await?;
+    let mut affinity = mk_service("affinity", &[("web", 80, "TCP", 8080)], Some(&app));
+    affinity.spec.as_mut().context("spec")?.session_affinity = Some("ClientIP".into());
+    svcs.create(&pp, &affinity).await?;
+    let mut public = mk_service("public", &[("web", 80, "TCP", 8080)], Some(&app));
+    public.spec.as_mut().context("spec")?.type_ = Some("LoadBalancer".into());
+    svcs.create(&pp, &public).await?;
+    let mut publish = mk_service("publish", &[("web", 80, "TCP", 8080)], Some(&app));
+    publish.spec.as_mut().context("spec")?.publish_not_ready_addresses = Some(true);
+    svcs.create(&pp, &publish).await?;
+    svcs.create(&pp, &mk_service("ready", &[("web", 80, "TCP", 8080)], Some(&app)))
+        .await?;
+    let mut timeouts = mk_service("timeouts", &[("web", 80, "TCP", 8080)], Some(&app));
+    timeouts.metadata.annotations = Some(BTreeMap::from([(
+        annotations::TIMEOUT_CLIENT_DATA.to_owned(),
+        "70000".to_owned(),
+    )]));
+    svcs.create(&pp, &timeouts).await?;
+    svcs.create(&pp, &mk_service("manual", &[("web", 80, "TCP", 8080)], None))
+        .await?;
+    let eps: kuryr_api::Api<Endpoints> = kuryr_api::Api::namespaced(h.client.clone(), &h.ns);
+    eps.create(&pp, &manual_endpoints(&["198.18.63.10", "198.18.63.11"]))
+        .await?;
+
+    // Mixed protocols on one port, and SCTP.
+    let k = h
+        .wait_klb("mixed", "3 listeners", |k| shape(k) == (3, 3, 6))
+        .await?;
+    let mut protos: Vec<String> = k
+        .status
+        .as_ref()
+        .map(|s| {
+            s.listeners
+                .iter()
+                .map(|l| format!("{:?}/{}", l.protocol, l.port))
+                .collect()
+        })
+        .unwrap_or_default();
+    protos.sort();
+    ensure!(
+        protos == ["Sctp/9", "Tcp/53", "Udp/53"],
+        "[{kind}] listeners {protos:?}"
+    );
+
+    // sessionAffinity: SOURCE_IP persistence on amphora; on ovn an Event and Supported=False.
+    let k = h
+        .wait_klb("affinity", "2 members", |k| shape(k) == (1, 1, 2))
+        .await?;
+    let pool_id = k
+        .status
+        .as_ref()
+        .and_then(|s| s.pools.first())
+        .map(|p| p.id.clone())
+        .unwrap_or_default();
+    let pool = pools::get(&h.backend.check, &pool_id).await?;
+    if ovn {
+        ensure!(pool.session_persistence.is_none(), "no persistence on ovn");
+        ensure!(
+            supported(&k) == Some(("False".into(), "SessionAffinityUnsupported".into())),
+            "{:?}",
+            supported(&k)
+        );
+        ensure!(
+            !h.events("SessionAffinityUnsupported").await?.is_empty(),
+            "Event on ovn"
+        );
+    } else {
+        ensure!(
+            pool.session_persistence.as_ref().map(|p| p.kind.as_str()) == Some("SOURCE_IP"),
+            "SOURCE_IP persistence: {:?}",
+            pool.session_persistence
+        );
+        ensure!(
+            supported(&k) == Some(("True".into(), "AllSupported".into())),
+            "{:?}",
+            supported(&k)
+        );
+    }
+
+    // type=LoadBalancer: a floating IP on the VIP port, in the Service's status.
+    let k = h
+        .wait_klb("public", "a floating IP", |k| {
+            k.status.as_ref().is_some_and(|s| s.service_pub_ip_info.is_some())
+        })
+        .await?;
+    let st = k.status.clone().unwrap_or_default();
+    let fip_info = st.service_pub_ip_info.clone().context("fip")?;
+    let vip_port = st
+        .loadbalancer
+        .as_ref()
+        .map(|l| l.port_id.clone())
+        .unwrap_or_default();
+    let fip = floating_ips::get(&h.backend.check, &fip_info.ip_id).await?;
+    ensure!(
+        fip.port_id.as_deref() == Some(vip_port.as_str()),
+        "FIP on the VIP port: {:?}",
+        fip.port_id
+    );
+    ensure!(
+        fip.floating_network_id == h.backend.external_network_id,
+        "FIP on the external network"
+    );
+    let svc = svcs.get("public").await?;
+    let ingress = svc
+        .status
+        .and_then(|s| s.load_balancer)
+        .and_then(|l| l.ingress)
+        .and_then(|i| i.first().and_then(|i| i.ip.clone()));
+    ensure!(
+        ingress.as_deref() == Some(fip.floating_ip_address.as_str()),
+        "ingress {ingress:?}"
+    );
+    eprintln!(
+        "[{kind}] LoadBalancer Service: FIP {} -> VIP port {vip_port}",
+        fip.floating_ip_address
+    );
+
+    // Not-ready endpoints: excluded, unless the Service publishes them; included once ready.
+    h.wait_klb("ready", "2 ready members", |k| shape(k) == (1, 1, 2))
+        .await?;
+    h.wait_klb("publish", "3 members (publishNotReadyAddresses)", |k| {
+        shape(k) == (1, 1, 3)
+    })
+    .await?;
+    h.set_ready("f2", true).await?;
+    h.wait_klb("ready", "3 members once f2 is ready", |k| shape(k) == (1, 1, 3))
+        .await?;
+
+    // Selector-less Service: members from manual Endpoints, following their changes.
+    let k = h
+        .wait_klb("manual", "2 manual members", |k| shape(k) == (1, 1, 2))
+        .await?;
+    ensure!(
+        k.status
+            .as_ref()
+            .is_some_and(|s| s.members.iter().all(|m| m.ip.starts_with("198.18.63."))),
+        "manual addresses"
+    );
+    let ep = eps.get("manual").await?;
+    let mut changed = manual_endpoints(&["198.18.63.12"]);
+    changed.metadata.resource_version = ep.metadata.resource_version;
+    eps.replace("manual", &pp, &changed).await?;
+    h.wait_klb("manual", "1 manual member", |k| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| s.members.len() == 1 && s.members[0].ip == "198.18.63.12")
+    })
+    .await?;
+
+    // Listener timeout annotation: set at create, changed with one listener update.
+    let k = h.wait_klb("timeouts", "created", |k| shape(k).0 == 1).await?;
+    let lid = k
+        .status
+        .as_ref()
+        .and_then(|s| s.listeners.first())
+        .map(|l| l.id.clone())
+        .unwrap_or_default();
+    ensure!(
+        listeners::get(&h.backend.check, &lid).await?.timeout_client_data == Some(70000),
+        "timeout at create"
+    );
+    let before = h.backend.octavia_writes();
+    svcs.patch(
+        "timeouts",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {annotations::TIMEOUT_CLIENT_DATA: "90000"}}})),
+    )
+    .await?;
+    h.wait_klb("timeouts", "timeout 90000 in the status", |k| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| s.listeners.first().and_then(|l| l.timeout_client_data) == Some(90000))
+    })
+    .await?;
+    ensure!(
+        listeners::get(&h.backend.check, &lid).await?.timeout_client_data == Some(90000),
+        "timeout changed"
+    );
+    let writes = delta(&before, &h.backend.octavia_writes());
+    ensure!(
+        writes.get("octavia.listeners.update") == Some(&1),
+        "[{kind}] one listener update for the annotation change: {writes:?}"
+    );
+
+    // Everything goes away: load balancers and the floating IP.
+    for name in [
+        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual",
+    ] {
+        svcs.delete(name, &Default::default()).await?;
+    }
+    for name in [
+        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual",
+    ] {
+        h.wait_gone(name).await?;
+    }
+    ensure!(h.tagged_lbs().await?.is_empty(), "load balancers left");
+    match floating_ips::get(&h.backend.check, &fip_info.ip_id).await {
+        Err(e) if e.is_not_found() => {}
+        other => anyhow::bail!("floating IP still there: {other:?}"),
+    }
+    Ok(())
+}
+
+fn manual_endpoints(ips: &[&str]) -> Endpoints {
+    Endpoints {
+        metadata: ObjectMeta {
+            name: Some("manual".into()),
+            ..ObjectMeta::default()
+        },
+        subsets: Some(vec![EndpointSubset {
+            addresses: Some(
+                ips.iter()
+                    .map(|ip| EndpointAddress {
+                        ip: (*ip).into(),
+                        ..EndpointAddress::default()
+                    })
+                    .collect(),
+            ),
+            not_ready_addresses: None,
+            ports: Some(vec![EndpointPort {
+                name: Some("web".into()),
+                port: 8080,
+                protocol: Some("TCP".into()),
+                ..EndpointPort::default()
+            }]),
+        }]),
+    }
+}
