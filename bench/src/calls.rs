@@ -1,0 +1,108 @@
+//! API economy from cloudsim's call log: writes (POST/PUT/PATCH/DELETE) per service, reads aside.
+
+use std::collections::BTreeMap;
+
+use kuryr_cloudsim::Call;
+
+/// Counts of one slice of the call log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub neutron_writes: u64,
+    pub neutron_reads: u64,
+    pub octavia_writes: u64,
+    pub octavia_reads: u64,
+    pub keystone: u64,
+    /// Calls answered with a 4xx/5xx (IPAM conflicts, faults, 404 probes).
+    pub errors: u64,
+    /// Every op seen, with its count: the breakdown in the JSON's `extra`.
+    pub by_op: BTreeMap<String, u64>,
+}
+
+fn is_write(method: &str) -> bool {
+    matches!(method, "POST" | "PUT" | "PATCH" | "DELETE")
+}
+
+impl CallCounts {
+    pub fn of<'a>(calls: impl IntoIterator<Item = &'a Call>) -> CallCounts {
+        let mut c = CallCounts::default();
+        for call in calls {
+            *c.by_op.entry(call.op.clone()).or_default() += 1;
+            if call.status >= 400 {
+                c.errors += 1;
+            }
+            let write = is_write(&call.method);
+            match call.op.split('.').next() {
+                Some("neutron") if write => c.neutron_writes += 1,
+                Some("neutron") => c.neutron_reads += 1,
+                Some("octavia") if write => c.octavia_writes += 1,
+                Some("octavia") => c.octavia_reads += 1,
+                Some("keystone") => c.keystone += 1,
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// `count / n`, rounded to 3 decimals; `None` for n = 0.
+    pub fn per(count: u64, n: u64) -> Option<f64> {
+        (n > 0).then(|| (count as f64 / n as f64 * 1000.0).round() / 1000.0)
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "neutron_writes": self.neutron_writes,
+            "neutron_reads": self.neutron_reads,
+            "octavia_writes": self.octavia_writes,
+            "octavia_reads": self.octavia_reads,
+            "keystone": self.keystone,
+            "errors": self.errors,
+            "by_op": self.by_op,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(op: &str, method: &str, status: u16) -> Call {
+        Call {
+            seq: 0,
+            ts: String::new(),
+            op: op.into(),
+            method: method.into(),
+            path: "/".into(),
+            status,
+            latency_ms: 1.0,
+            items: None,
+            fault: None,
+        }
+    }
+
+    #[test]
+    fn writes_and_reads_are_told_apart_per_service() {
+        let log = [
+            call("neutron.ports.bulk_create", "POST", 201),
+            call("neutron.trunks.add_subports", "PUT", 200),
+            call("neutron.ports.show", "GET", 200),
+            call("neutron.ports.create", "POST", 409),
+            call("octavia.loadbalancers.create", "POST", 201),
+            call("octavia.loadbalancers.show", "GET", 200),
+            call("octavia.members.batch_update", "PUT", 202),
+            call("keystone.tokens.issue", "POST", 201),
+        ];
+        let c = CallCounts::of(&log);
+        assert_eq!((c.neutron_writes, c.neutron_reads), (3, 1));
+        assert_eq!((c.octavia_writes, c.octavia_reads), (2, 1));
+        assert_eq!((c.keystone, c.errors), (1, 1));
+        assert_eq!(c.by_op["neutron.ports.bulk_create"], 1);
+        assert_eq!(c.to_json()["by_op"]["octavia.members.batch_update"], 1);
+    }
+
+    #[test]
+    fn per_item_rounds_and_refuses_zero() {
+        assert_eq!(CallCounts::per(2, 3), Some(0.667));
+        assert_eq!(CallCounts::per(0, 5), Some(0.0));
+        assert_eq!(CallCounts::per(1, 0), None);
+    }
+}

@@ -1,0 +1,287 @@
+//! Kubernetes side of a run on the lab's kube-apiserver: the bench namespace, fake Nodes, pods, and a
+//! watch that timestamps when each pod's KuryrPort turns wired.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use kuryr_api::k8s_openapi::api::core::v1::{
+    Container, Node, NodeAddress, NodeCondition, NodeStatus, PodSpec,
+};
+use kuryr_api::{
+    crds, Api, Client, DeleteParams, KuryrPort, ListParams, Namespace, ObjectMeta, Patch, PatchParams, Pod,
+    PostParams, ResourceExt,
+};
+use serde_json::{json, Value};
+
+use crate::cloud::Vm;
+
+pub fn kuryrport_api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::erase::<KuryrPort>(&());
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// Whether a KuryrPort (ours or upstream's shape) reports every VIF active.
+pub fn is_wired(kp: &Value) -> bool {
+    let Some(vifs) = kp.pointer("/status/vifs").and_then(Value::as_object) else {
+        return false;
+    };
+    !vifs.is_empty()
+        && vifs.values().all(|v| {
+            let vif = &v["vif"];
+            vif["active"] == Value::Bool(true) || vif["versioned_object.data"]["active"] == Value::Bool(true)
+        })
+}
+
+/// Makes sure our CRDs are installed (they are what the lab runs; upstream's objects must fit them).
+pub async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<kuryr_api::CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::crds() {
+        if api.get_opt(&crd.name_any()).await?.is_none() {
+            api.patch(
+                &crd.name_any(),
+                &PatchParams::apply("kuryr-bench").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+pub async fn create_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &Namespace {
+            metadata: ObjectMeta {
+                name: Some(ns.into()),
+                labels: Some([("kuryr-bench".to_string(), "true".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Strips finalizers from everything left in `ns` and deletes it.
+pub async fn delete_namespace(client: &Client, ns: &str) {
+    let strip = json!({"metadata": {"finalizers": null}});
+    let kps = kuryrport_api(client, ns);
+    if let Ok(list) = kps.list(&ListParams::default()).await {
+        for kp in list {
+            let _ = kps
+                .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                .await;
+        }
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = pods.list(&ListParams::default()).await {
+        for p in list {
+            let _ = pods
+                .patch(&p.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                .await;
+        }
+    }
+    let _ = pods.delete_collection(&grace0(), &ListParams::default()).await;
+    let _ = kps
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let _ = api.delete(ns, &DeleteParams::default()).await;
+}
+
+pub fn grace0() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    }
+}
+
+/// Creates a Ready Node per VM (unique names; the lab's own Nodes are left alone).
+pub async fn create_nodes(client: &Client, vms: &[Vm]) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    for vm in vms.iter().filter(|v| !v.preexisting) {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(vm.node.clone()),
+                labels: Some([("kuryr-bench".to_string(), "true".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        api.create(&PostParams::default(), &node).await?;
+        let status = NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: vm.ip.clone(),
+            }]),
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        };
+        api.patch_status(
+            &vm.node,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn delete_nodes(client: &Client, vms: &[Vm]) {
+    let api: Api<Node> = Api::all(client.clone());
+    for vm in vms.iter().filter(|v| !v.preexisting) {
+        let _ = api.delete(&vm.node, &DeleteParams::default()).await;
+    }
+}
+
+pub fn pod(name: &str, node: &str, labels: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            containers: vec![Container {
+                name: "pause".into(),
+                image: Some("registry.k8s.io/pause:3.9".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// Creates a pod on `vm`; with `host_ip` it also writes `status.hostIP` as a kubelet would (upstream reads
+/// the node from it; there is no kubelet in the lab).
+pub async fn create_pod(pods: &Api<Pod>, name: &str, vm: &Vm, host_ip: bool) -> anyhow::Result<()> {
+    pods.create(&PostParams::default(), &pod(name, &vm.node, &[("app", "bench")]))
+        .await?;
+    if host_ip {
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"hostIP": vm.ip, "phase": "Pending"}})),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// When each KuryrPort of the namespace was first seen wired, and when it was deleted.
+#[derive(Default)]
+pub struct WireLog {
+    pub wired: HashMap<String, Instant>,
+    pub gone: HashMap<String, Instant>,
+}
+
+pub type SharedWireLog = Arc<Mutex<WireLog>>;
+
+/// Watches the namespace's KuryrPorts in the background, recording wired and deleted times.
+pub fn watch_wiring(client: &Client, ns: &str) -> (SharedWireLog, tokio::task::JoinHandle<()>) {
+    let log: SharedWireLog = Arc::default();
+    let api = kuryrport_api(client, ns);
+    let l = log.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default());
+        futures::pin_mut!(stream);
+        loop {
+            let ev = match stream.try_next().await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("kuryrport watch: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            let mut log = match l.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            match ev {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                    let name = o.name_any();
+                    if is_wired(&serde_json::to_value(&o).unwrap_or_default()) {
+                        log.wired.entry(name).or_insert(now);
+                    }
+                }
+                watcher::Event::Delete(o) => {
+                    log.gone.insert(o.name_any(), now);
+                }
+                _ => {}
+            }
+        }
+    });
+    (log, task)
+}
+
+pub fn lock(log: &SharedWireLog) -> std::sync::MutexGuard<'_, WireLog> {
+    match log.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Waits until `done` holds on the log or `timeout` passes; returns whether it held.
+pub async fn wait_until(log: &SharedWireLog, timeout: Duration, done: impl Fn(&WireLog) -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done(&lock(log)) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Deletes `names` (grace 0) with bounded concurrency.
+pub async fn delete_pods(pods: &Api<Pod>, names: &[String]) {
+    futures::stream::iter(names.iter().cloned())
+        .for_each_concurrent(32, |n| {
+            let pods = pods.clone();
+            async move {
+                let _ = pods.delete(&n, &grace0()).await;
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wired_means_every_vif_active_in_either_shape() {
+        let ours = json!({"status": {"vifs": {"eth0": {"default": true, "vif": {"active": true}}}}});
+        assert!(is_wired(&ours));
+        let upstream = json!({"status": {"vifs": {"eth0": {"default": true,
+            "vif": {"versioned_object.data": {"active": true}, "versioned_object.name": "VIFVlanNested"}}}}});
+        assert!(is_wired(&upstream));
+        let half = json!({"status": {"vifs": {"eth0": {"vif": {"active": true}}, "eth1": {"vif": {"active": false}}}}});
+        assert!(!is_wired(&half));
+        assert!(!is_wired(&json!({"status": {"vifs": {}}})));
+        assert!(!is_wired(&json!({"spec": {}})));
+    }
+}

@@ -1,0 +1,254 @@
+//! `kuryr-bench`: runs the benchmark scenarios against the lab (see docs/BENCHMARKS.md; `bench/run` is
+//! the one command that builds, installs and calls this).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use kuryr_bench::record::{Implementation, Record, Run, Scenario, SCHEMA_VERSION};
+use kuryr_bench::scenarios::burst::{self, BurstOpts};
+use kuryr_bench::session::{self, CloudKind, Settings, Spec};
+use kuryr_bench::{kubeenv, machine, report};
+use kuryr_cloudsim::Profile;
+use lab_tests::Lab;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kuryr-bench",
+    about = "kuryr-rs vs upstream Kuryr benchmarks on the lab"
+)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run scenarios and write bench/results/<run_id>.json and latest.json.
+    Run(Box<RunArgs>),
+    /// Print the side-by-side markdown table of a result file.
+    Report { file: PathBuf },
+    /// Check a result file against the schema.
+    Check { file: PathBuf },
+    /// Serve the namespace-pinning apiserver proxy upstream runs behind (for debugging it by hand).
+    Proxy { namespace: String },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Scenarios (default: all).
+    #[arg(value_enum)]
+    scenarios: Vec<Scenario>,
+    /// Implementations to run.
+    #[arg(long, value_delimiter = ',', default_value = "kuryr-rs,upstream")]
+    impls: Vec<String>,
+    /// cloudsim latency profile.
+    #[arg(long, default_value = "bench/profiles/published.yaml")]
+    profile: PathBuf,
+    /// Multiplies every latency of the profile.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    #[arg(long, default_value_t = 500)]
+    burst_pods: usize,
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Pods of the real-Neutron burst (0 = skip it).
+    #[arg(long, default_value_t = 100)]
+    neutron_burst_pods: usize,
+    /// Per-wait timeout in seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout_s: u64,
+    /// kuryr-controller flags that turn pools on (empty: the kuryr-rs pools variant is skipped).
+    #[arg(long, allow_hyphen_values = true, default_value = "")]
+    kuryr_pool_args: String,
+    #[arg(long, env = "KURYR_BENCH_CONTROLLER_BIN")]
+    kuryr_bin: PathBuf,
+    #[arg(long, env = "KURYR_BENCH_UPSTREAM_VENV")]
+    upstream_venv: PathBuf,
+    /// Where result files go.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// The command line recorded in the result (bench/run passes its own).
+    #[arg(long, default_value = "bench/run")]
+    command: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Args::parse().cmd {
+        Cmd::Run(a) => run(*a).await,
+        Cmd::Report { file } => {
+            let run: Run = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+            print!("{}", report::side_by_side(&run));
+            Ok(())
+        }
+        Cmd::Proxy { namespace } => {
+            let client = Lab::load()?.kube_client().await?;
+            let (addr, task) = kuryr_bench::proxy::spawn(client, &namespace).await?;
+            println!("http://{addr}");
+            task.await?;
+            Ok(())
+        }
+        Cmd::Check { file } => {
+            let run: Run = serde_json::from_str(&std::fs::read_to_string(&file)?)
+                .with_context(|| format!("{} does not match the schema", file.display()))?;
+            let problems = run.problems();
+            anyhow::ensure!(problems.is_empty(), "{}: {problems:#?}", file.display());
+            println!("{}: {} records, schema ok", file.display(), run.records.len());
+            Ok(())
+        }
+    }
+}
+
+fn implementations(a: &RunArgs) -> anyhow::Result<Vec<Implementation>> {
+    a.impls
+        .iter()
+        .map(|s| match s.as_str() {
+            "kuryr-rs" => Ok(Implementation::KuryrRs),
+            "upstream" => Ok(Implementation::Upstream),
+            other => anyhow::bail!("unknown implementation {other}"),
+        })
+        .collect()
+}
+
+fn save(run: &Run, out: &std::path::Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(out)?;
+    let file = out.join(format!("{}.json", run.run_id));
+    let text = serde_json::to_string_pretty(run)? + "\n";
+    std::fs::write(&file, &text)?;
+    std::fs::write(out.join("latest.json"), &text)?;
+    Ok(file)
+}
+
+async fn run(a: RunArgs) -> anyhow::Result<()> {
+    let lab = Lab::load()?;
+    let client = lab.kube_client().await?;
+    kubeenv::ensure_crds(&client).await?;
+    let mut profile = Profile::load(&a.profile).with_context(|| a.profile.display().to_string())?;
+    profile.time_scale = a.time_scale;
+    let now = chrono::Utc::now();
+    let run_id = now.format("%Y%m%dT%H%M%SZ").to_string();
+    let short_id = format!("{:06x}", fastrand::u32(..) & 0xff_ffff);
+    let settings = Settings {
+        work_dir: session::work_dir(&run_id)?,
+        lab,
+        client,
+        run_id: short_id,
+        profile,
+        kuryr_bin: a.kuryr_bin.clone(),
+        kuryr_pool_args: a.kuryr_pool_args.split_whitespace().map(str::to_string).collect(),
+        upstream_venv: a.upstream_venv.clone(),
+        nodes: a.nodes,
+    };
+    eprintln!("kuryr-bench: logs and configs in {}", settings.work_dir.display());
+    let repo = std::env::current_dir()?;
+    let mut result = Run {
+        schema_version: SCHEMA_VERSION,
+        run_id,
+        started_at: now.to_rfc3339(),
+        finished_at: None,
+        command: a.command.clone(),
+        machine: machine::machine(),
+        commit: machine::commit(&repo),
+        profile: a.profile.display().to_string(),
+        time_scale: a.time_scale,
+        records: Vec::new(),
+    };
+    let scenarios = if a.scenarios.is_empty() {
+        vec![
+            Scenario::Burst,
+            Scenario::Churn,
+            Scenario::Services,
+            Scenario::Scale,
+            Scenario::CniAdd,
+            Scenario::Datapath,
+        ]
+    } else {
+        a.scenarios.clone()
+    };
+    let impls = implementations(&a)?;
+    let timeout = Duration::from_secs(a.timeout_s);
+    for scenario in scenarios {
+        let records = match scenario {
+            Scenario::Burst => burst_all(&settings, &a, &impls, timeout).await,
+            other => impls
+                .iter()
+                .map(|i| {
+                    Record::not_run(
+                        other,
+                        *i,
+                        "cloudsim",
+                        "scenario not implemented in this harness yet",
+                    )
+                })
+                .collect(),
+        };
+        for r in records {
+            eprintln!(
+                "{} {:?} {}: p50 {:?} p99 {:?} max {:?} writes/pod {:?} rss {:?} cpu {:?} {}",
+                r.scenario.name(),
+                r.implementation,
+                r.variant,
+                r.p50_s,
+                r.p99_s,
+                r.max_s,
+                r.neutron_writes_per_pod,
+                r.rss_mib,
+                r.cpu_s,
+                r.note.as_deref().unwrap_or("")
+            );
+            result.records.push(r);
+            // Save as we go: a long run that dies keeps what it measured.
+            save(&result, &a.out)?;
+        }
+    }
+    result.finished_at = Some(chrono::Utc::now().to_rfc3339());
+    let file = save(&result, &a.out)?;
+    print!("{}", report::side_by_side(&result));
+    eprintln!("kuryr-bench: wrote {} and latest.json", file.display());
+    Ok(())
+}
+
+async fn burst_all(s: &Settings, a: &RunArgs, impls: &[Implementation], timeout: Duration) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut specs = Vec::new();
+    for pools in [false, true] {
+        for &i in impls {
+            specs.push((CloudKind::Sim, pools, i, a.burst_pods));
+        }
+    }
+    if a.neutron_burst_pods > 0 {
+        for &i in impls {
+            specs.push((CloudKind::Neutron, false, i, a.neutron_burst_pods));
+        }
+    }
+    for (cloud, pools, implementation, pods) in specs {
+        let spec = Spec {
+            scenario: "burst",
+            implementation,
+            pools,
+            cloud,
+            upstream_handlers: "vif,kuryrport",
+        };
+        if pools && implementation == Implementation::KuryrRs && s.kuryr_pool_args.is_empty() {
+            out.push(Record::not_run(
+                Scenario::Burst,
+                implementation,
+                &spec.variant(),
+                "kuryr-rs port pools are not in main yet (docs/controller.md 'Not yet done'); pass --kuryr-pool-args once they are",
+            ));
+            continue;
+        }
+        eprintln!("burst: {implementation:?} {} ({pods} pods)", spec.variant());
+        out.push(burst::run(s, spec, &BurstOpts { pods, timeout }).await);
+    }
+    out
+}

@@ -1,0 +1,71 @@
+//! Footprint of a process from /proc: peak and current RSS, CPU-seconds (user + system).
+
+use std::path::Path;
+
+/// Kernel clock ticks per second for /proc/<pid>/stat (USER_HZ is 100 on every Linux ABI we run on).
+const USER_HZ: f64 = 100.0;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Footprint {
+    pub rss_mib: f64,
+    pub peak_rss_mib: f64,
+    pub cpu_s: f64,
+}
+
+/// RSS and peak RSS (VmHWM) in MiB from a `/proc/<pid>/status` text.
+pub fn parse_status(text: &str) -> Option<(f64, f64)> {
+    let kib = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    Some((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
+}
+
+/// utime + stime in seconds from a `/proc/<pid>/stat` line (fields 14 and 15; the command name in
+/// parentheses may hold spaces, so fields are counted after its closing parenthesis).
+pub fn parse_stat(text: &str) -> Option<f64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ")" the first field is #3 (state); utime is #14, stime #15.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / USER_HZ)
+}
+
+pub fn read(pid: u32) -> Option<Footprint> {
+    let dir = Path::new("/proc").join(pid.to_string());
+    let (rss_mib, peak_rss_mib) = parse_status(&std::fs::read_to_string(dir.join("status")).ok()?)?;
+    let cpu_s = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
+    Some(Footprint {
+        rss_mib,
+        peak_rss_mib,
+        cpu_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_gives_rss_and_peak() {
+        let t = "Name:\tkuryr-controller\nVmHWM:\t  40960 kB\nVmRSS:\t  20480 kB\n";
+        assert_eq!(parse_status(t), Some((20.0, 40.0)));
+        assert_eq!(parse_status("Name: x\n"), None);
+    }
+
+    #[test]
+    fn stat_counts_fields_after_the_command_name() {
+        let t = "4242 (kuryr (k8s) ctl) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 1 0 0";
+        assert_eq!(parse_stat(t), Some(3.0));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_readable() {
+        let f = read(std::process::id()).expect("own /proc entry");
+        assert!(f.rss_mib > 0.0 && f.peak_rss_mib >= f.rss_mib, "{f:?}");
+    }
+}

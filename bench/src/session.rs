@@ -1,0 +1,296 @@
+//! One (implementation, variant) measured in isolation: its own namespace, cluster id, Nodes, cloud and
+//! controller process, all removed at the end.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kuryr_api::{Api, Client, Pod};
+use kuryr_cloudsim::Profile;
+use lab_tests::Lab;
+
+use crate::calls::CallCounts;
+use crate::cloud::BenchCloud;
+use crate::controllers::{self, Controller, KuryrRsOpts, UpstreamOpts};
+use crate::kubeenv::{self, SharedWireLog};
+use crate::record::Implementation;
+
+/// Which cloud a session runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloudKind {
+    Sim,
+    Neutron,
+}
+
+/// Settings shared by every session of a run.
+pub struct Settings {
+    pub lab: Lab,
+    pub client: Client,
+    pub run_id: String,
+    pub work_dir: PathBuf,
+    pub profile: Profile,
+    pub kuryr_bin: PathBuf,
+    pub kuryr_pool_args: Vec<String>,
+    pub upstream_venv: PathBuf,
+    pub nodes: usize,
+}
+
+/// What a session is.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub scenario: &'static str,
+    pub implementation: Implementation,
+    /// Pools on (kuryr-rs pool flags / upstream `nested` driver) or off.
+    pub pools: bool,
+    pub cloud: CloudKind,
+    pub upstream_handlers: &'static str,
+}
+
+impl Spec {
+    pub fn variant(&self) -> String {
+        let cloud = match self.cloud {
+            CloudKind::Sim => "cloudsim",
+            CloudKind::Neutron => "neutron",
+        };
+        let pools = if self.pools { "pools" } else { "no-pools" };
+        format!("{cloud}/{pools}")
+    }
+}
+
+pub struct Session {
+    pub spec: Spec,
+    pub ns: String,
+    pub cluster_id: String,
+    pub cloud: BenchCloud,
+    pub controller: Option<Controller>,
+    pub pods: Api<Pod>,
+    pub wire: SharedWireLog,
+    watch: tokio::task::JoinHandle<()>,
+    pub started: Instant,
+    /// Whether the warm-up pods' KuryrPorts were released (deleted) by the controller.
+    pub warm_released: bool,
+    client: Client,
+}
+
+fn short(i: Implementation) -> &'static str {
+    match i {
+        Implementation::KuryrRs => "rs",
+        Implementation::Upstream => "up",
+    }
+}
+
+impl Session {
+    pub async fn start(s: &Settings, spec: Spec) -> anyhow::Result<Session> {
+        let tag = format!(
+            "{}-{}-{}",
+            spec.scenario.replace('_', ""),
+            short(spec.implementation),
+            if spec.pools { "p" } else { "np" }
+        );
+        let ns = format!("bench-{}-{tag}", s.run_id);
+        let cluster_id = ns.clone();
+        let dir = s.work_dir.join(&tag);
+        std::fs::create_dir_all(&dir)?;
+        let cloud = match spec.cloud {
+            CloudKind::Sim => {
+                let tag = format!("kuryr.cluster={cluster_id}");
+                BenchCloud::sim(s.profile.clone(), s.nodes, &ns, &tag, &dir).await?
+            }
+            CloudKind::Neutron => BenchCloud::lab(&s.lab, &dir).await?,
+        };
+        kubeenv::create_namespace(&s.client, &ns).await?;
+        let mut session = Session {
+            pods: Api::namespaced(s.client.clone(), &ns),
+            wire: Default::default(),
+            watch: tokio::spawn(async {}),
+            spec,
+            ns,
+            cluster_id,
+            cloud,
+            controller: None,
+            started: Instant::now(),
+            warm_released: false,
+            client: s.client.clone(),
+        };
+        if let Err(e) = session.setup(s, &dir).await {
+            session.finish().await;
+            return Err(e);
+        }
+        Ok(session)
+    }
+
+    async fn setup(&mut self, s: &Settings, dir: &Path) -> anyhow::Result<()> {
+        kubeenv::create_nodes(&s.client, &self.cloud.vms).await?;
+        let (wire, watch) = kubeenv::watch_wiring(&s.client, &self.ns);
+        self.wire = wire;
+        self.watch = watch;
+        self.controller = Some(self.start_controller(s, dir).await?);
+        self.started = Instant::now();
+        Ok(())
+    }
+
+    async fn start_controller(&self, s: &Settings, dir: &Path) -> anyhow::Result<Controller> {
+        match self.spec.implementation {
+            Implementation::KuryrRs => {
+                let extra = if self.spec.pools {
+                    s.kuryr_pool_args.clone()
+                } else {
+                    Vec::new()
+                };
+                controllers::start_kuryr_rs(
+                    &KuryrRsOpts {
+                        bin: &s.kuryr_bin,
+                        kubeconfig: &s.lab.kubeconfig,
+                        cluster_id: &self.cluster_id,
+                        namespace: &self.ns,
+                        extra_args: &extra,
+                    },
+                    &self.cloud,
+                    dir,
+                    "kuryr-rs",
+                )
+            }
+            Implementation::Upstream => {
+                let (addr, proxy) = crate::proxy::spawn(s.client.clone(), &self.ns).await?;
+                controllers::start_upstream(
+                    UpstreamOpts {
+                        venv: &s.upstream_venv,
+                        api_root: format!("http://{addr}"),
+                        cluster_id: &self.cluster_id,
+                        pool_driver: if self.spec.pools { "nested" } else { "noop" },
+                        handlers: self.spec.upstream_handlers,
+                        proxy,
+                    },
+                    &self.cloud,
+                    dir,
+                    "upstream",
+                )
+            }
+        }
+    }
+
+    pub fn host_ip(&self) -> bool {
+        self.spec.implementation == Implementation::Upstream
+    }
+
+    /// One pod per node, wired then deleted: the controller is up, caches are warm and (with pools) every
+    /// node's pool exists.
+    pub async fn warm_up(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let names: Vec<String> = (0..self.cloud.vms.len()).map(|i| format!("warm-{i}")).collect();
+        for (name, vm) in names.iter().zip(self.cloud.vms.clone()) {
+            kubeenv::create_pod(&self.pods, name, &vm, self.host_ip()).await?;
+        }
+        let ok = self.wait_wired(&names, timeout).await?;
+        anyhow::ensure!(
+            ok,
+            "warm-up pods not wired within {timeout:?}; {}",
+            self.log_tail()
+        );
+        kubeenv::delete_pods(&self.pods, &names).await;
+        let gone = kubeenv::wait_until(&self.wire, timeout, |l| {
+            names.iter().all(|n| l.gone.contains_key(n))
+        })
+        .await;
+        anyhow::ensure!(
+            gone,
+            "warm-up KuryrPorts not released within {timeout:?}; {}",
+            self.log_tail()
+        );
+        Ok(())
+    }
+
+    /// Waits for every name to be wired, failing early if the controller died.
+    pub async fn wait_wired(&mut self, names: &[String], timeout: Duration) -> anyhow::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if kubeenv::wait_until(&self.wire, Duration::from_secs(2), |l| {
+                names.iter().all(|n| l.wired.contains_key(n))
+            })
+            .await
+            {
+                return Ok(true);
+            }
+            if let Some(c) = self.controller.as_mut() {
+                c.ensure_running()?;
+            }
+            if Instant::now() > deadline {
+                return Ok(false);
+            }
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.controller
+            .as_ref()
+            .map(|c| {
+                format!(
+                    "controller log {}:\n{}",
+                    c.log.display(),
+                    controllers::tail(&c.log, 20)
+                )
+            })
+            .unwrap_or_default()
+    }
+
+    /// The cloudsim call log since `since_seq` (None on the real cloud).
+    pub fn calls_since(&self, since_seq: u64) -> Option<CallCounts> {
+        let sim = self.cloud.sim.as_ref()?;
+        let calls = sim.calls();
+        Some(CallCounts::of(calls.iter().filter(|c| c.seq > since_seq)))
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.cloud
+            .sim
+            .as_ref()
+            .and_then(|s| s.calls().last().map(|c| c.seq))
+            .unwrap_or(0)
+    }
+
+    /// Deletes every pod of the namespace and waits (bounded) for the controller to release them.
+    pub async fn drain(&mut self, timeout: Duration) -> bool {
+        let names: Vec<String> = match self.pods.list(&Default::default()).await {
+            Ok(l) => l.items.iter().filter_map(|p| p.metadata.name.clone()).collect(),
+            Err(_) => return false,
+        };
+        kubeenv::delete_pods(&self.pods, &names).await;
+        let kps = kubeenv::kuryrport_api(&self.client, &self.ns);
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match kps.list(&Default::default()).await {
+                Ok(l) if l.items.is_empty() => return true,
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        false
+    }
+
+    /// Stops the controller, removes the namespace, the Nodes and (real cloud) every port tagged with
+    /// this session's cluster id.
+    pub async fn finish(mut self) {
+        if let Some(c) = self.controller.take() {
+            c.stop().await;
+        }
+        self.watch.abort();
+        kubeenv::delete_namespace(&self.client, &self.ns).await;
+        kubeenv::delete_nodes(&self.client, &self.cloud.vms).await;
+        if self.cloud.sim.is_none() {
+            if let Err(e) = crate::cleanup::delete_tagged(&self.cloud.cloud, &self.cluster_id).await {
+                eprintln!("cleanup of {} ports failed: {e:#}", self.cluster_id);
+            }
+            let prefix = format!("{}/", self.ns);
+            if let Err(e) =
+                crate::cleanup::delete_named(&self.cloud.cloud, &self.cloud.network_id, &prefix).await
+            {
+                eprintln!("cleanup of {prefix}* ports failed: {e:#}");
+            }
+        }
+    }
+}
+
+/// Where a run keeps its logs and configs.
+pub fn work_dir(run_id: &str) -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("kuryr-bench-{run_id}"));
+    std::fs::create_dir_all(&d).with_context(|| d.display().to_string())?;
+    Ok(d)
+}
