@@ -12,13 +12,15 @@ use futures::{FutureExt, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, ResourceExt, Service};
-use kuryr_core::policy::{compile, diff, CompiledPolicy, DiffOptions, Narrowing, PolicyError};
+use kuryr_core::policy::{
+    compile, diff, CompileOptions, CompiledPolicy, DiffOptions, Narrowing, PolicyError,
+};
 use tokio::sync::Notify;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::context::{retry_delay, Context};
 use crate::errors::{Error, Result};
-use crate::policies::inputs::{build, Objects};
+use crate::policies::inputs::{build, Inputs, Objects};
 use crate::policies::neutron::{execute, observe, Applied, Target};
 use crate::policies::status::{policy_status, publish, Verdict};
 use crate::scope;
@@ -191,11 +193,7 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
         cluster_id: &ctx.config.cluster_id,
         project_id: &ctx.project_id,
     };
-    let compiled = match compile(
-        &inputs.cluster,
-        &inputs.policies,
-        &ctx.config.policy.compile_options(),
-    ) {
+    let converged = match converge(&target, &inputs, &ctx.config.policy.compile_options()).await? {
         Ok(c) => c,
         Err(e) => {
             let err = Error::Policy(e);
@@ -220,14 +218,12 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
             return Ok(SyncReport::default());
         }
     };
-    let current = observe(&target, &inputs.ports).await?;
-    let plan = diff(&compiled, &current, &DiffOptions::default());
-    let applied = execute(&target, &compiled, &plan).await?;
+    let (compiled, applied) = (&converged.compiled, &converged.applied);
     for np in &nps {
         let key = kuryr_core::policy::PodKey::new(np.namespace().unwrap_or_default(), np.name_any());
-        let verdict = verdict(&key, &inputs.invalid, &compiled);
+        let verdict = verdict(&key, &inputs.invalid, compiled);
         let uid = np.metadata.uid.clone().unwrap_or_default();
-        let st = policy_status(np, &compiled, &applied.sg_ids);
+        let st = policy_status(np, compiled, &applied.sg_ids);
         match publish(ctx, np, st, &verdict, state.written.get(&uid)).await {
             Ok(w) => {
                 state.written.insert(uid, w);
@@ -239,11 +235,28 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
     }
     let live: std::collections::HashSet<String> = nps.iter().filter_map(|n| n.metadata.uid.clone()).collect();
     state.written.retain(|uid, _| live.contains(uid));
-    Ok(SyncReport {
+    Ok(converged)
+}
+
+/// The Neutron half of a sync: compile, observe, diff, execute. `Ok(Err(_))`: the policies don't compile as
+/// a whole (quota, options) and Neutron was left as it is.
+pub async fn converge(
+    target: &Target<'_>,
+    inputs: &Inputs,
+    opts: &CompileOptions,
+) -> Result<std::result::Result<SyncReport, PolicyError>> {
+    let compiled = match compile(&inputs.cluster, &inputs.policies, opts) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    let current = observe(target, &inputs.ports).await?;
+    let plan = diff(&compiled, &current, &DiffOptions::default());
+    let applied = execute(target, &compiled, &plan).await?;
+    Ok(Ok(SyncReport {
         plan_calls: plan.api_calls(),
         compiled,
         applied,
-    })
+    }))
 }
 
 fn verdict(
