@@ -167,3 +167,25 @@ pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
     }
     Ok(path)
 }
+
+/// What a test needs to stay out of others' way: a client, its own namespace and cluster id (random
+/// suffix), the CRDs installed.
+pub struct Isolated {
+    pub client: kube::Client,
+    pub ns: String,
+    pub cluster_id: String,
+}
+
+/// Creates the namespace `<prefix>-<random>`; the cluster id is `<prefix>test-<random>`.
+pub async fn isolated(lab: &crate::Lab, prefix: &str) -> anyhow::Result<Isolated> {
+    let client = lab.kube_client().await?;
+    install_crds(&client).await?;
+    let run_id = format!("{:08x}", fastrand::u32(..));
+    let ns = format!("{prefix}-{run_id}");
+    create_namespace(&client, &ns).await?;
+    Ok(Isolated {
+        client,
+        ns,
+        cluster_id: format!("{prefix}test-{run_id}"),
+    })
+}

@@ -104,12 +104,11 @@ async fn create_pods(pods: &Api<Pod>, lab: &Lab, prefix: &str, n: usize) -> anyh
 async fn the_standby_takes_over_a_killed_leader_and_wires_on_without_duplicates() -> anyhow::Result<()> {
     let lab = Lab::require();
     let bin = cluster::workspace_binary("kuryr-controller", "kuryr-controller")?;
-    let client = lab.kube_client().await?;
-    cluster::install_crds(&client).await?;
-    let run_id = format!("{:08x}", fastrand::u32(..));
-    let ns = format!("ha-{run_id}");
-    let cluster_id = format!("hatest-{run_id}");
-    cluster::create_namespace(&client, &ns).await?;
+    let cluster::Isolated {
+        client,
+        ns,
+        cluster_id,
+    } = cluster::isolated(&lab, "ha").await?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
         lab.cloud.clone(),

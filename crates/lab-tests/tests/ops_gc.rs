@@ -35,12 +35,11 @@ type Planted = Vec<(&'static str, String)>;
 #[tokio::test]
 async fn gc_collects_planted_orphans_and_no_live_object_during_a_pod_burst() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let client = lab.kube_client().await?;
-    cluster::install_crds(&client).await?;
-    let run_id = format!("{:08x}", fastrand::u32(..));
-    let ns = format!("gc-{run_id}");
-    let cluster_id = format!("gctest-{run_id}");
-    cluster::create_namespace(&client, &ns).await?;
+    let cluster::Isolated {
+        client,
+        ns,
+        cluster_id,
+    } = cluster::isolated(&lab, "gc").await?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
         lab.cloud.clone(),

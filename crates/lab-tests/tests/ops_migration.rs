@@ -76,12 +76,11 @@ async fn an_upstream_wired_pod_is_adopted_without_a_new_port_and_released_on_del
         )
         .with_test_writer()
         .try_init();
-    let client = lab.kube_client().await?;
-    cluster::install_crds(&client).await?;
-    let run_id = format!("{:08x}", fastrand::u32(..));
-    let ns = format!("migrate-{run_id}");
-    let cluster_id = format!("migrate-{run_id}");
-    cluster::create_namespace(&client, &ns).await?;
+    let cluster::Isolated {
+        client,
+        ns,
+        cluster_id,
+    } = cluster::isolated(&lab, "migrate").await?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
         lab.cloud.clone(),
