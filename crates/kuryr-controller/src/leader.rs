@@ -2,13 +2,20 @@
 //! garbage collector (every cloud write); standbys wait with their Kubernetes and OpenStack sessions open.
 //! The holder renews every `duration - grace` seconds; when it dies a standby takes the Lease once it has
 //! expired, so takeover takes at most `duration` seconds plus one list of the watched objects. A leader that
-//! loses the Lease stops its controllers and exits (the Deployment restarts it as a standby), so two
-//! replicas never write at once. A graceful shutdown releases the Lease for an immediate takeover.
+//! loses the Lease stops its controllers and exits (the Deployment restarts it as a standby). Since the
+//! lease crate keeps retrying (and so keeps saying "leader") while the API server is unreachable, the
+//! leader also fences itself: it reads the Lease every 500 ms and steps down when another replica holds it
+//! or when it has not seen its own renewal for `duration - 1 s`, i.e. before a standby may take over. A
+//! graceful shutdown releases the Lease for an immediate takeover.
+
+use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
+use kube::api::Api;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
-use tracing::info;
+use kuryr_api::Lease;
+use tracing::{info, warn};
 
 use crate::metrics::Metrics;
 
@@ -30,15 +37,58 @@ impl LeaderConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.duration_s == 0 {
             Err("leader-lease-seconds: must be > 0".into())
-        } else if self.grace_s == 0 || self.grace_s >= self.duration_s {
+        } else if self.grace_s < 2 || self.grace_s >= self.duration_s {
             Err(format!(
-                "leader-renew-grace-seconds: must be > 0 and below leader-lease-seconds ({})",
+                "leader-renew-grace-seconds: must be at least 2 and below leader-lease-seconds ({})",
                 self.duration_s
             ))
         } else if self.lease_name.is_empty() || self.namespace.is_empty() || self.identity.is_empty() {
             Err("leader-lease-name, leader-lease-namespace and the replica identity must not be empty".into())
         } else {
             Ok(())
+        }
+    }
+}
+
+/// How often the leader reads its Lease to fence itself.
+pub const FENCE_POLL: Duration = Duration::from_millis(500);
+
+/// Whether the leader must stop writing: the Lease names someone else, or its renewal has not been seen
+/// for so long (`duration - 1 s`) that a standby may take the Lease before the next check.
+pub fn must_step_down(holder_is_me: bool, renewal_unseen_for: Duration, cfg: &LeaderConfig) -> bool {
+    !holder_is_me || renewal_unseen_for + Duration::from_secs(1) >= Duration::from_secs(cfg.duration_s)
+}
+
+/// Returns when the leader must stop (see [`must_step_down`]).
+async fn fence(api: Api<Lease>, cfg: LeaderConfig) {
+    let mut last_renew: Option<String> = None;
+    let mut seen_at = Instant::now();
+    loop {
+        tokio::time::sleep(FENCE_POLL).await;
+        let mut holder_is_me = true;
+        match api.get_opt(&cfg.lease_name).await {
+            Ok(Some(lease)) => {
+                let spec = lease.spec.unwrap_or_default();
+                holder_is_me = spec.holder_identity.as_deref() == Some(cfg.identity.as_str());
+                let renew = spec.renew_time.map(|t| format!("{t:?}"));
+                if renew != last_renew {
+                    last_renew = renew;
+                    seen_at = Instant::now();
+                }
+            }
+            Ok(None) => holder_is_me = false,
+            Err(e) => warn!(
+                error = &e as &dyn std::error::Error,
+                "cannot read the leader Lease"
+            ),
+        }
+        if must_step_down(holder_is_me, seen_at.elapsed(), &cfg) {
+            warn!(
+                holder_is_me,
+                unseen_s = seen_at.elapsed().as_secs_f64(),
+                "leadership not confirmed; stepping down"
+            );
+            return;
         }
     }
 }
@@ -68,6 +118,7 @@ where
     F: std::future::Future<Output = anyhow::Result<()>>,
 {
     cfg.validate().map_err(anyhow::Error::msg)?;
+    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);
     let manager = LeaseManagerBuilder::new(client, &cfg.lease_name)
         .with_namespace(&cfg.namespace)
         .with_parameters(LeaseParams::new(&cfg.identity, cfg.duration_s, cfg.grace_s))
@@ -96,13 +147,20 @@ where
     metrics.leader.set(1);
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let mut watch = leading.clone();
+    let fenced = fence(lease_api, cfg.clone());
     let lost = tokio::spawn(async move {
-        loop {
-            if watch.changed().await.is_err() || !*watch.borrow_and_update() {
-                let _ = lost_tx.send(());
-                return;
+        let released = async {
+            loop {
+                if watch.changed().await.is_err() || !*watch.borrow_and_update() {
+                    return;
+                }
             }
+        };
+        tokio::select! {
+            _ = released => {}
+            _ = fenced => {}
         }
+        let _ = lost_tx.send(());
     });
     let stop: Stop = {
         let shutdown = shutdown.clone();
@@ -118,7 +176,7 @@ where
     let result = work(stop).await;
     lost.abort();
     metrics.leader.set(0);
-    let ended = if *leading.borrow() {
+    let ended = if *leading.borrow() && shutdown.peek().is_some() {
         Ended::Shutdown
     } else {
         Ended::LostLease
@@ -152,8 +210,18 @@ mod tests {
             .unwrap_err()
             .contains("leader-renew-grace-seconds"));
         assert!(cfg(10, 0).validate().is_err());
+        assert!(cfg(10, 1).validate().is_err());
         let mut anonymous = cfg(10, 3);
         anonymous.identity.clear();
         assert!(anonymous.validate().is_err());
+    }
+
+    #[test]
+    fn a_leader_steps_down_before_a_standby_may_take_over() {
+        let c = cfg(10, 3);
+        // Renewed every 7 s, checked every 0.5 s: never more than ~7.5 s unseen while all is well.
+        assert!(!must_step_down(true, Duration::from_millis(7_500), &c));
+        assert!(must_step_down(true, Duration::from_secs(9), &c));
+        assert!(must_step_down(false, Duration::ZERO, &c));
     }
 }

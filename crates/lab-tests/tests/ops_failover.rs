@@ -250,6 +250,49 @@ async fn scenario(
     Ok(())
 }
 
+/// A leader whose Lease is taken over behind its back (as after a partition from the API server, when a
+/// standby took the expired Lease) stops writing and exits: it reads its Lease and fences itself.
+#[tokio::test]
+async fn a_leader_that_sees_another_holder_fences_itself_and_exits() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let bin = cluster::workspace_binary("kuryr-controller", "kuryr-controller")?;
+    let cluster::Isolated {
+        client,
+        ns,
+        cluster_id,
+    } = cluster::isolated(&lab, "fence").await?;
+    let result = async {
+        let mut a = start(&bin, &lab, &ns, &cluster_id, "replica-a")?;
+        wait_holder(&client, &ns, &a.name, TIMEOUT).await?;
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        let intruder =
+            serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 600}});
+        leases
+            .patch(
+                LEASE,
+                &kuryr_api::PatchParams::default(),
+                &kuryr_api::Patch::Merge(&intruder),
+            )
+            .await?;
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = a.child.try_wait()? {
+                break status;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the leader kept running with another holder on its Lease"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        ensure!(!status.success(), "the fenced leader exited with success");
+        anyhow::Ok(())
+    }
+    .await;
+    cluster::delete_namespace(&client, &ns).await;
+    result
+}
+
 /// With `KURYR_RECORD_RESULTS=1`, appends the measurement to bench/results/failover.jsonl.
 fn write_result(takeover: Duration, wired: Duration) {
     if std::env::var_os("KURYR_RECORD_RESULTS").is_none() {
