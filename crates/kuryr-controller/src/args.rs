@@ -83,11 +83,14 @@ pub struct Args {
     pub vlan_first: u16,
     #[arg(long, env = "KURYR_VLAN_LAST", default_value_t = 4094)]
     pub vlan_last: u16,
-    /// Pool low watermark (pools: to come).
+    /// Warm port pools per (node, network, project); `--ports-pool=false` gives every pod its own port.
+    #[arg(long, env = "KURYR_PORTS_POOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ports_pool: bool,
+    /// Pool low watermark: free ports kept ready per pool (plus one per pod waiting).
     #[arg(long, env = "KURYR_PORTS_POOL_MIN", default_value_t = 5)]
     pub ports_pool_min: u32,
-    /// Pool high watermark; 0 = none.
-    #[arg(long, env = "KURYR_PORTS_POOL_MAX", default_value_t = 0)]
+    /// Pool high watermark: released ports beyond it are deleted, excess trimmed; 0 = none.
+    #[arg(long, env = "KURYR_PORTS_POOL_MAX", default_value_t = 20)]
     pub ports_pool_max: u32,
     /// Ports per bulk create.
     #[arg(long, env = "KURYR_PORTS_POOL_BATCH", default_value_t = 10)]
@@ -113,6 +116,9 @@ pub struct Args {
     /// Milliseconds over which endpoint changes are gathered into one member replace.
     #[arg(long, env = "KURYR_LB_COALESCE_MS", default_value_t = 300)]
     pub lb_coalesce_ms: u64,
+    /// Seconds between pool upkeep rounds (drain pools of deleted nodes, trim, top up).
+    #[arg(long, env = "KURYR_PORTS_POOL_SYNC_SECONDS", default_value_t = 30)]
+    pub ports_pool_sync_seconds: u64,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "KURYR_METRICS_ADDR", default_value = "0.0.0.0:8082")]
     pub metrics_addr: SocketAddr,
@@ -272,6 +278,8 @@ impl Args {
             s.coalesce = std::time::Duration::from_millis(self.lb_coalesce_ms);
             s
         });
+        c.pools_enabled = self.ports_pool;
+        c.pool_sync_interval = std::time::Duration::from_secs(self.ports_pool_sync_seconds.max(1));
         Ok(c)
     }
 
@@ -468,6 +476,26 @@ mod tests {
         assert_eq!(c.vif_type, VifType::NestedVlan);
         assert_eq!(c.pod_security_groups, vec!["sg1", "sg2"]);
         assert_eq!((c.vlan_range.first(), c.vlan_range.last()), (100, 199));
+        assert!(c.pools_enabled);
+        assert_eq!(c.pool_limits.max_free(), Some(20));
+    }
+
+    #[test]
+    fn pools_can_be_switched_off() {
+        let args = Args::try_parse_from([
+            "kuryr-controller",
+            "--cluster-id",
+            "c1",
+            "--pod-subnet",
+            "sub",
+            "--ports-pool=false",
+            "--vif-driver",
+            "nested-macvlan",
+        ])
+        .unwrap();
+        let c = args.config().unwrap();
+        assert!(!c.pools_enabled);
+        assert_eq!(c.vif_type, VifType::NestedMacvlan);
     }
 
     #[test]

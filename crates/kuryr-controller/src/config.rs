@@ -12,7 +12,7 @@ pub struct Config {
     /// Goes into every ownership tag (`kuryr.cluster=<id>`), so two clusters on one project never touch
     /// each other's ports.
     pub cluster_id: String,
-    /// How pods are wired. Only nested-vlan is carried out so far (see docs/controller.md).
+    /// How pods are wired: nested-vlan (default), neutron-vif or nested-macvlan.
     pub vif_type: VifType,
     pub driver: DriverConfig,
     /// Every pod's port takes its IP from this subnet (`DefaultSubnet`).
@@ -22,8 +22,12 @@ pub struct Config {
     /// Project owning the ports; `None` means the project of the cloud's token.
     pub project_id: Option<String>,
     pub vlan_range: VlanRange,
-    /// Pool knobs, validated; pools themselves are not implemented yet.
+    /// Warm port pools (nested-vlan, neutron-vif); on by default.
+    pub pools_enabled: bool,
+    /// Pool watermarks and batch size, validated.
     pub pool_limits: PoolLimits,
+    /// How often pools are checked: drained when their node is gone, trimmed above max, topped up to min.
+    pub pool_sync_interval: Duration,
     /// Watch Pods and KuryrPorts of this namespace only (tests, or one controller per tenant namespace).
     pub namespace: Option<String>,
     /// First interval of the ACTIVE poll; it grows by half each time up to [`Config::active_poll_max`].
@@ -51,7 +55,9 @@ impl Config {
             pod_security_groups: Vec::new(),
             project_id: None,
             vlan_range: VlanRange::default(),
-            pool_limits: PoolLimits::default(),
+            pools_enabled: true,
+            pool_limits: PoolLimits::new(5, 20, 10).unwrap_or_default(),
+            pool_sync_interval: Duration::from_secs(30),
             namespace: None,
             // Subports of an ACTIVE trunk go ACTIVE in 0.05-1.3 s on ML2/OVN: poll often at first.
             active_poll_min: Duration::from_millis(100),

@@ -1,7 +1,7 @@
 //! What every reconcile shares: clients, settings, metrics, the Event recorder, the caches fed by watches,
 //! and the controller's in-memory bookkeeping (VLANs, node parents, poll and retry state).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use tokio::sync::OnceCell;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::ports::macvlan::MacvlanState;
+use crate::ports::pool::PoolState;
 
 /// Name under which Events are reported.
 pub const REPORTER: &str = "kuryr-controller";
@@ -45,10 +47,14 @@ pub struct Context {
     /// Status this controller last wrote per KuryrPort uid: the watch cache may not show it yet when the
     /// next reconcile runs, and acting on the older copy would allocate a second port.
     written: Mutex<HashMap<String, KuryrPortStatus>>,
-    /// Per KuryrPort uid: when first seen (time-to-wire) and how many ACTIVE polls so far.
+    /// Per pod uid: when first seen (time-to-wire) and how many ACTIVE polls so far.
     wiring: Mutex<HashMap<String, Wiring>>,
     /// Consecutive failures per object uid, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Warm port pools (see [`crate::ports::pool`]).
+    pub pools: PoolState,
+    /// nested-macvlan's VM ports and VRRP MACs.
+    pub macvlan: MacvlanState,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +97,8 @@ impl Context {
             written: Mutex::default(),
             wiring: Mutex::default(),
             failures: Mutex::default(),
+            pools: PoolState::default(),
+            macvlan: MacvlanState::default(),
         }
     }
 
@@ -119,6 +127,18 @@ impl Context {
         }
     }
 
+    /// Forgets the parents of nodes not in `nodes` (deleted nodes).
+    pub fn forget_parents_except(&self, nodes: &BTreeSet<String>) {
+        let gone: Vec<String> = lock(&self.parents)
+            .keys()
+            .filter(|n| !nodes.contains(*n))
+            .cloned()
+            .collect();
+        for node in gone {
+            self.forget_parent(&node);
+        }
+    }
+
     // === written status ===
 
     /// The freshest status known for `kp`: the one in the object, unless this controller wrote a newer one
@@ -136,12 +156,47 @@ impl Context {
     /// The KuryrPort is gone: drop everything kept for it.
     pub fn forget(&self, uid: &str) {
         lock(&self.written).remove(uid);
-        lock(&self.wiring).remove(uid);
         lock(&self.failures).remove(uid);
+    }
+
+    /// The pod's KuryrPort is gone: drop its wiring clock.
+    pub fn forget_pod(&self, pod_uid: &str) {
+        lock(&self.wiring).remove(pod_uid);
+    }
+
+    /// Ports named by any KuryrPort status (the synced cache, plus statuses written it has not shown yet).
+    pub fn ports_in_use(&self) -> BTreeSet<String> {
+        let mut ids: BTreeSet<String> = self
+            .kuryrports
+            .state()
+            .iter()
+            .filter_map(|kp| kp.status.as_ref())
+            .flat_map(|st| st.vifs.values().map(|v| v.vif.port_id.clone()))
+            .collect();
+        ids.extend(
+            lock(&self.written)
+                .values()
+                .flat_map(|st| st.vifs.values().map(|v| v.vif.port_id.clone())),
+        );
+        ids
+    }
+
+    /// Whether a KuryrPort other than `uid` names `port_id` in its status.
+    pub fn port_named_elsewhere(&self, port_id: &str, uid: &str) -> bool {
+        let named = |st: &KuryrPortStatus| st.vifs.values().any(|v| v.vif.port_id == port_id);
+        self.kuryrports
+            .state()
+            .iter()
+            .any(|kp| kp.metadata.uid.as_deref() != Some(uid) && kp.status.as_ref().is_some_and(named))
+            || lock(&self.written)
+                .iter()
+                .any(|(other, st)| other != uid && named(st))
     }
 
     // === wiring time and ACTIVE polls ===
 
+    /// Starts the pod's wiring clock (the Pod front end sees it first; the KuryrPort controller after a
+    /// restart).
     pub fn first_seen(&self, uid: &str) {
         lock(&self.wiring).entry(uid.to_owned()).or_insert(Wiring {
             since: Instant::now(),

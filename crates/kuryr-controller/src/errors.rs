@@ -24,6 +24,12 @@ pub enum Error {
     #[error("{0} is not supported by this controller yet")]
     Unsupported(String),
 
+    #[error("pool of {0} stayed empty after refills (other pods took every port made)")]
+    PoolEmpty(String),
+
+    #[error("{0} kept changing under us (412 on every try)")]
+    Contended(String),
+
     #[error("object without {0}")]
     MissingField(&'static str),
 
@@ -43,6 +49,11 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The cloud did not answer, or answered 5xx, after the client's retries.
+fn is_unavailable(e: &kuryr_openstack::Error) -> bool {
+    matches!(e, kuryr_openstack::Error::Transport { .. }) || e.status().is_some_and(|s| s >= 500)
+}
+
 impl Error {
     pub fn kube(op: &'static str) -> impl FnOnce(kube::Error) -> Error {
         move |source| Error::Kube { op, source }
@@ -56,6 +67,8 @@ impl Error {
             Error::Core(e) => e.reason().to_owned(),
             Error::NodeNotFound(_) => "node_not_found".into(),
             Error::Unsupported(_) => "unsupported".into(),
+            Error::PoolEmpty(_) => "pool_empty".into(),
+            Error::Contended(_) => "contended".into(),
             Error::MissingField(_) => "missing_field".into(),
             Error::Serialize(_) => "serialize".into(),
             Error::Draining(_) => "draining".into(),
@@ -73,10 +86,14 @@ impl Error {
         match self {
             Error::Kube { .. } => "KubernetesError",
             Error::OpenStack(e) if e.is_over_quota() => "OverQuota",
+            Error::OpenStack(e) if crate::ports::pool::is_out_of_addresses(e) => "SubnetFull",
+            Error::OpenStack(e) if is_unavailable(e) => "NeutronUnavailable",
             Error::OpenStack(_) => "NeutronError",
             Error::Core(e) => e.reason(),
             Error::NodeNotFound(_) => "NodeNotFound",
             Error::Unsupported(_) => "Unsupported",
+            Error::PoolEmpty(_) => "PoolEmpty",
+            Error::Contended(_) => "Contended",
             Error::MissingField(_) | Error::Serialize(_) => "InvalidObject",
             Error::Draining(_) => "Draining",
             Error::Policy(kuryr_core::policy::PolicyError::TooManyRules { .. })

@@ -1,7 +1,9 @@
 //! Prometheus metrics of the controller: one registry per process, served at `/metrics` by [`crate::admin`].
 //!
-//! - `kuryr_pod_wire_seconds`: from the controller first seeing a KuryrPort to its port ACTIVE (sub-second
-//!   buckets: a nested-vlan subport goes ACTIVE in 0.05-1.3 s on ML2/OVN).
+//! - `kuryr_pod_wire_seconds`: from the controller first seeing the pod to its KuryrPort's ports ACTIVE
+//!   (sub-second buckets: a nested-vlan subport goes ACTIVE in 0.05-1.3 s on ML2/OVN; a pool port is).
+//! - `kuryr_calls_per_op{op}`: OpenStack calls one wire / release made (a pooled wire: 1-2).
+//! - `kuryr_pool_free_ports`, `kuryr_pool_in_flight_ports`, `kuryr_pool_waiting_pods` `{parent,network}`.
 //! - `kuryr_reconciles_total{controller}`, `kuryr_reconcile_errors_total{controller,kind}`.
 //! - `kuryr_openstack_calls_total{op,outcome}` and `kuryr_openstack_call_seconds{op}`: every HTTP attempt
 //!   kuryr-openstack makes, fed through its [`CallObserver`].
@@ -15,6 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kuryr_core::pool::PoolParent;
 use kuryr_openstack::metrics::outcome_label;
 use kuryr_openstack::{CallObserver, CallRecord};
 use prometheus_client::metrics::counter::Counter;
@@ -22,6 +25,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::ports::pool::PoolState;
 
 /// Upper bounds (seconds) of the pod time-to-wire histogram.
 pub const WIRE_BUCKETS: [f64; 14] = [
@@ -43,6 +48,29 @@ fn call_histogram() -> Histogram {
     Histogram::new(CALL_BUCKETS)
 }
 
+/// Upper bounds of the calls-per-operation histogram.
+pub const COUNT_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 13.0, 21.0];
+
+fn count_histogram() -> Histogram {
+    Histogram::new(COUNT_BUCKETS)
+}
+
+tokio::task_local! {
+    /// OpenStack calls made so far by the operation running in this task (see [`counting_calls`]).
+    static CALLS: std::cell::Cell<u32>;
+}
+
+/// Runs `fut`, counting the OpenStack HTTP attempts it makes (the client reports each one from within the
+/// caller's task, so a task-local counter sees exactly this operation's calls).
+pub async fn counting_calls<F: std::future::Future>(fut: F) -> (F::Output, u32) {
+    CALLS
+        .scope(std::cell::Cell::new(0), async {
+            let out = fut.await;
+            (out, CALLS.with(std::cell::Cell::get))
+        })
+        .await
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     pub pod_wire_seconds: Histogram,
@@ -60,6 +88,11 @@ pub struct Metrics {
     pub lb_repairs: Family<Labels1, Counter>,
     /// Octavia writes by kind (`create_loadbalancer`, `replace_members`, ...).
     pub lb_ops: Family<Labels1, Counter>,
+    /// OpenStack calls made by one controller operation (`wire`, `release`).
+    pub calls_per_op: Family<Labels1, Histogram, fn() -> Histogram>,
+    pub pool_free_ports: Family<Labels2, Gauge>,
+    pub pool_in_flight_ports: Family<Labels2, Gauge>,
+    pub pool_waiting_pods: Family<Labels2, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -84,6 +117,10 @@ impl Default for Metrics {
             leader: Gauge::default(),
             lb_repairs: Family::default(),
             lb_ops: Family::default(),
+            calls_per_op: Family::new_with_constructor(count_histogram),
+            pool_free_ports: Family::default(),
+            pool_in_flight_ports: Family::default(),
+            pool_waiting_pods: Family::default(),
         }
     }
 }
@@ -150,6 +187,26 @@ impl Metrics {
             "Octavia writes by the KuryrLoadBalancer controller",
             m.lb_ops.clone(),
         );
+        reg.register(
+            "calls_per_op",
+            "OpenStack HTTP attempts made by one controller operation (wire: a pod's port; release)",
+            m.calls_per_op.clone(),
+        );
+        reg.register(
+            "pool_free_ports",
+            "Ports ready to hand out, per pool (parent = trunk or host)",
+            m.pool_free_ports.clone(),
+        );
+        reg.register(
+            "pool_in_flight_ports",
+            "Ports being created for a pool",
+            m.pool_in_flight_ports.clone(),
+        );
+        reg.register(
+            "pool_waiting_pods",
+            "Pods waiting for a port of an empty pool",
+            m.pool_waiting_pods.clone(),
+        );
         m
     }
 
@@ -186,6 +243,36 @@ impl Metrics {
         self.gc_suspects.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    pub fn calls_per_op(&self, op: &'static str, calls: u32) {
+        self.calls_per_op
+            .get_or_create(&[("op", op.to_owned())])
+            .observe(f64::from(calls));
+    }
+
+    /// Publishes every pool's load.
+    pub fn pools(&self, pools: &PoolState) {
+        pools.with(|pools| {
+            for pool in pools.iter() {
+                let key = pool.key();
+                let parent = match &key.parent {
+                    PoolParent::Trunk(t) => format!("trunk:{t}"),
+                    PoolParent::Host(h) => format!("host:{h}"),
+                };
+                let labels = [("parent", parent), ("network", key.network_id.clone())];
+                let load = pool.load();
+                self.pool_free_ports
+                    .get_or_create(&labels)
+                    .set(i64::from(load.free));
+                self.pool_in_flight_ports
+                    .get_or_create(&labels)
+                    .set(i64::from(load.in_flight));
+                self.pool_waiting_pods
+                    .get_or_create(&labels)
+                    .set(i64::from(load.pending));
+            }
+        });
+    }
+
     pub fn reconciled(&self, controller: &'static str) {
         self.reconciles
             .get_or_create(&[("controller", controller.to_owned())])
@@ -213,6 +300,7 @@ struct CallMetrics(Metrics);
 
 impl CallObserver for CallMetrics {
     fn observe(&self, call: &CallRecord<'_>) {
+        let _ = CALLS.try_with(|c| c.set(c.get().saturating_add(1)));
         self.0
             .openstack_calls
             .get_or_create(&[

@@ -1,5 +1,6 @@
 //! Wiring: the Node cache, the KuryrPort controller, the Pod front end, readiness and shutdown.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -7,7 +8,8 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::{Api, KuryrNetwork, KuryrPort, Node, Pod};
+use kuryr_api::{Api, KuryrNetwork, KuryrPort, Node, Pod, ResourceExt, VifType};
+use kuryr_core::pool::PoolParent;
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
 
@@ -17,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
-use crate::ports::reconcile;
+use crate::ports::{parent, pool, reconcile};
 
 /// Everything [`run`] needs besides the shutdown trigger.
 pub struct Runtime {
@@ -104,6 +106,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     let pod_api: Api<Pod> = scoped(&client, ns.as_deref());
     let kp_controller = Controller::new(kp_api.clone(), wc.clone());
     let pod_controller = Controller::new(pod_api, wc.clone()).owns(kp_api, wc);
+    let nodes_for_pools = nodes.clone();
     let ctx = Arc::new(Context::new(
         client,
         cloud,
@@ -130,6 +133,8 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     };
 
     let extra = extra_controllers(ctx.clone(), shutdown.clone());
+    let upkeep = pool_upkeep(ctx.clone(), nodes_for_pools).instrument(info_span!("pool_upkeep"));
+
     let kp_run = kp_controller
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
@@ -145,6 +150,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     tokio::select! {
         _ = async { tokio::join!(kp_run, pod_run, readiness, extra, services) } => {}
         _ = node_watch.instrument(info_span!("node_watch")) => {}
+        _ = upkeep => {}
     }
     info!("controllers stopped");
     Ok(())
@@ -190,4 +196,42 @@ pub fn extra_controllers(
         runs.push(policies::controller::run(ctx, shutdown).boxed());
     }
     futures::future::join_all(runs).map(|_| ())
+}
+
+/// Pool upkeep every `pool_sync_interval` once the node cache has synced: pools of nodes no longer in it
+/// are drained, the others trimmed and topped up (see [`pool::maintain`]). Never ends by itself.
+async fn pool_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
+    if !ctx.config.pools_enabled || nodes.wait_until_ready().await.is_err() {
+        return std::future::pending().await;
+    }
+    let mut tick = tokio::time::interval(ctx.config.pool_sync_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut live = BTreeSet::new();
+        let mut unsure = false;
+        for node in nodes.state() {
+            let name = node.name_any();
+            live.insert(PoolParent::Host(name.clone()));
+            if let Some(p) = ctx.parent(&name) {
+                live.insert(PoolParent::Trunk(p.trunk_id));
+            } else if ctx.config.vif_type == VifType::NestedVlan {
+                // Not looked up yet (e.g. pools rebuilt after a restart): find it, or its pools look dead.
+                match parent::parent_of(&ctx, &name).await {
+                    Ok(p) => {
+                        live.insert(PoolParent::Trunk(p.trunk_id));
+                    }
+                    // A node without trunk has no pools; one we could not look up might.
+                    Err(e) => unsure |= !e.is_permanent(),
+                }
+            }
+        }
+        if unsure {
+            continue;
+        }
+        ctx.forget_parents_except(&nodes.state().iter().map(|n| n.name_any()).collect());
+        if let Err(e) = pool::maintain(&ctx, &live).await {
+            warn!(error = &e as &dyn std::error::Error, "pool upkeep");
+        }
+    }
 }

@@ -6,6 +6,8 @@ use std::fmt;
 
 /// `device_owner` of every port Kuryr creates for pods (upstream's value, so its ports are recognised).
 pub const DEVICE_OWNER: &str = "compute:kuryr";
+/// `device_owner` Neutron gives a port once it is a trunk subport (it replaces ours).
+pub const SUBPORT_DEVICE_OWNER: &str = "trunk:subport";
 
 /// Neutron's port status. Anything Neutron may add later reads as `Other`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

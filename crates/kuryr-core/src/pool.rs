@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::neutron::{NeutronPort, Trunk, DEVICE_OWNER};
+use crate::neutron::{NeutronPort, Trunk, DEVICE_OWNER, SUBPORT_DEVICE_OWNER};
 use crate::pool_sizing::{self, PoolLimits, PoolLoad, PoolPlan};
 
 /// What a pool's ports hang off.
@@ -269,7 +269,8 @@ pub struct Rebuilt {
 }
 
 /// Rebuilds the pools from what Neutron lists. A port is a free pool port when Kuryr made it
-/// (`device_owner` compute:kuryr and every one of `ownership_tags`) and no KuryrPort status names it
+/// (`device_owner` compute:kuryr — or trunk:subport, which Neutron sets once it is a subport — and every one
+/// of `ownership_tags`) and no KuryrPort status names it
 /// (`in_use`, which must come from a synced KuryrPort cache). It belongs to the pool of the trunk it is a
 /// subport of, else of the host it is bound to. New pools get `default_sgs`.
 pub fn rebuild(
@@ -289,7 +290,8 @@ pub fn rebuild(
         .collect();
     let mut out = Rebuilt::default();
     for port in ports {
-        if port.device_owner != DEVICE_OWNER || !port.has_tags(ownership_tags) || in_use.contains(&port.id) {
+        let ours = port.device_owner == DEVICE_OWNER || port.device_owner == SUBPORT_DEVICE_OWNER;
+        if !ours || !port.has_tags(ownership_tags) || in_use.contains(&port.id) {
             continue;
         }
         let parent = match trunk_of.get(port.id.as_str()) {

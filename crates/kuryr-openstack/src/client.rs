@@ -57,6 +57,8 @@ pub struct Request {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub body: Option<Value>,
+    /// `If-Match` header (Neutron's `revision_number=N` compare-and-swap; 412 when it does not match).
+    pub if_match: Option<String>,
 }
 
 impl Request {
@@ -68,7 +70,13 @@ impl Request {
             path: path.into(),
             query: Vec::new(),
             body: None,
+            if_match: None,
         }
+    }
+
+    pub fn if_match(mut self, value: impl Into<String>) -> Self {
+        self.if_match = Some(value.into());
+        self
     }
 
     pub fn query(mut self, q: Vec<(String, String)>) -> Self {
@@ -226,6 +234,9 @@ impl Cloud {
                 .header(ACCEPT, HeaderValue::from_static("application/json"));
             if let Some(t) = &creds.token {
                 rb = rb.header("X-Auth-Token", t.expose_secret());
+            }
+            if let Some(m) = &req.if_match {
+                rb = rb.header("If-Match", m.as_str());
             }
             if let Some(b) = &body {
                 rb = rb

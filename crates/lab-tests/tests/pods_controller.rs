@@ -139,6 +139,8 @@ impl Harness {
         let mut config = Config::new(&cluster_id, subnet_id);
         config.namespace = Some(ns.clone());
         config.project_id = project_id;
+        // The per-pod path (a port of its own, deleted with the pod); pools: tests/pod_pools.rs.
+        config.pools_enabled = false;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
             let _ = stopped.await;

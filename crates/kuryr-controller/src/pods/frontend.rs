@@ -37,7 +37,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
         finalizer::add(&pods, &pod).await?;
     }
     match actions.kuryrport {
-        KuryrPortChange::Create => create_kuryrport(&kps, &pod, &ctx).await?,
+        KuryrPortChange::Create => {
+            ctx.first_seen(pod.metadata.uid.as_deref().unwrap_or_default());
+            create_kuryrport(&kps, &pod, &ctx).await?
+        }
         KuryrPortChange::Delete => {
             if let Some(kp) = &kp {
                 delete_kuryrport(&kps, kp).await?;

@@ -10,13 +10,14 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, VifType};
-use kuryr_core::kuryrport::{facts, release_plan, set_vif, ReleaseStep};
+use kuryr_core::kuryrport::{facts, set_vif};
 use kuryr_openstack::neutron::ports;
 use tracing::{info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::ports::{nested_vlan, status};
+use crate::metrics;
+use crate::ports::{allocate, podport, status};
 
 pub const CONTROLLER: &str = "kuryrport";
 /// Periodic re-check of a wired KuryrPort.
@@ -44,34 +45,27 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
 }
 
 /// Allocate when there is no port yet, else poll it until ACTIVE.
-async fn apply(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
-    let uid = kp
-        .metadata
-        .uid
-        .clone()
-        .ok_or(Error::MissingField("metadata.uid"))?;
-    ctx.first_seen(&uid);
+async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
+    ctx.first_seen(&kp.spec.pod_uid);
     let mut st = ctx.status_of(kp);
     if st.vifs.is_empty() {
-        let vif_type = kp.spec.vif_type.unwrap_or(ctx.config.vif_type);
-        if vif_type != VifType::NestedVlan {
-            return Err(Error::Unsupported(format!("VIF type {vif_type}")));
-        }
-        let pod = facts(
-            kp,
-            &ctx.project_id,
-            ctx.config.pod_security_groups.iter().cloned(),
-        )?;
-        let vif = nested_vlan::allocate(ctx, &pod).await?;
-        let (trunk_id, port_id) = (vif.trunk_id.clone().unwrap_or_default(), vif.port_id.clone());
-        set_vif(&mut st, DEFAULT_IFNAME, vif);
+        let vif_type = allocate::vif_type(ctx, kp);
+        let sgs = allocate::pod_security_groups(ctx, kp).await?;
+        let pod = facts(kp, &ctx.project_id, sgs)?;
+        let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
+        let vif = vif?;
+        ctx.metrics.calls_per_op("wire", calls);
+        set_vif(&mut st, DEFAULT_IFNAME, vif.clone());
         status::mark(kp, &mut st);
         if let Err(e) = status::write(ctx, kp, &st).await {
             // Nobody will know of the port: give it back now rather than leak it.
-            nested_vlan::release(ctx, &trunk_id, &port_id).await;
+            allocate::undo(ctx, &vif, &kp.spec.pod_node_name).await;
             return Err(e);
         }
-        return Ok(Action::requeue(ctx.next_poll(&uid)));
+        if st.all_active() {
+            return Ok(wired(ctx, kp));
+        }
+        return Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)));
     }
     if st.all_active() {
         if ready_is_stale(kp, &st) {
@@ -80,28 +74,37 @@ async fn apply(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
         }
         return Ok(Action::requeue(RESYNC));
     }
-    // Waiting for ACTIVE: poll every port not ACTIVE yet.
+    // Waiting for ACTIVE: poll every port not ACTIVE yet (macvlan: the VM port, the pod port stays DOWN).
     let mut changed = false;
     for entry in st.vifs.values_mut().filter(|v| !v.vif.active) {
-        let port = ports::get(&ctx.cloud, &entry.vif.port_id).await?;
+        let polled = match (entry.vif.vif_type, &entry.vif.parent_port_id) {
+            (VifType::NestedMacvlan, Some(vm_port)) => vm_port.clone(),
+            _ => entry.vif.port_id.clone(),
+        };
+        let port = ports::get(&ctx.cloud, &polled).await?;
         if port.status == "ACTIVE" {
             entry.vif.active = true;
             changed = true;
         }
     }
     if !changed {
-        return Ok(Action::requeue(ctx.next_poll(&uid)));
+        return Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)));
     }
     status::mark(kp, &mut st);
     status::write(ctx, kp, &st).await?;
     if st.all_active() {
-        if let Some(took) = ctx.wired(&uid) {
-            ctx.metrics.wired(took);
-            info!(took_ms = took.as_millis(), "port ACTIVE");
-        }
-        return Ok(Action::requeue(RESYNC));
+        return Ok(wired(ctx, kp));
     }
-    Ok(Action::requeue(ctx.next_poll(&uid)))
+    Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)))
+}
+
+/// Every port ACTIVE and written: record the time to wire (once per pod).
+fn wired(ctx: &Context, kp: &KuryrPort) -> Action {
+    if let Some(took) = ctx.wired(&kp.spec.pod_uid) {
+        ctx.metrics.wired(took);
+        info!(took_ms = took.as_millis(), "port ACTIVE");
+    }
+    Action::requeue(RESYNC)
 }
 
 /// The object's `Ready` is not True although every port is ACTIVE (e.g. a failure was reported since).
@@ -115,30 +118,34 @@ fn ready_is_stale(kp: &KuryrPort, st: &kuryr_api::KuryrPortStatus) -> bool {
     st.all_active() && !is_condition_true(seen, READY)
 }
 
-/// Gives every port back (detach, release the VLAN, delete; 404 is done), then deletes whatever else
-/// still carries the pod's ownership tags.
+/// Gives every port back (to its pool, or detached and deleted; 404 is done), then deletes whatever else
+/// still carries the pod's ownership tags. A port another KuryrPort names now (it went back to a pool and was
+/// taken again before this cleanup finished) is not touched.
 async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
     let st = ctx.status_of(kp);
+    let uid = kp.metadata.uid.clone().unwrap_or_default();
+    let mut calls = 0;
     for entry in st.vifs.values() {
-        for step in release_plan(&entry.vif, None, ctx.config.pool_limits) {
-            match step {
-                ReleaseStep::RemoveSubport { trunk_id, port_id } => {
-                    nested_vlan::detach(ctx, &trunk_id, &port_id).await?;
-                }
-                ReleaseStep::DeletePort { port_id } => ports::delete(&ctx.cloud, &port_id).await?,
-                other => return Err(Error::Unsupported(format!("release step {other:?}"))),
-            }
+        if ctx.port_named_elsewhere(&entry.vif.port_id, &uid) {
+            warn!(port = entry.vif.port_id, "port is another pod's now; leaving it");
+            continue;
         }
+        let (done, n) =
+            metrics::counting_calls(allocate::release(ctx, &entry.vif, &kp.spec.pod_node_name)).await;
+        done?;
+        calls += n;
     }
-    let leftovers = nested_vlan::delete_tagged(ctx, &kp.spec.pod_uid).await?;
+    let leftovers = podport::delete_tagged(ctx, &kp.spec.pod_uid).await?;
     if leftovers > 0 {
         warn!(
             leftovers,
             "deleted ports tagged for this pod that the status did not name"
         );
     }
+    ctx.metrics.calls_per_op("release", calls);
     info!("ports released");
-    ctx.forget(kp.metadata.uid.as_deref().unwrap_or_default());
+    ctx.forget(&uid);
+    ctx.forget_pod(&kp.spec.pod_uid);
     Ok(Action::await_change())
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::neutron::Subport;
+use crate::neutron::{Subport, SUBPORT_DEVICE_OWNER};
 
 fn sgs(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
@@ -171,7 +171,11 @@ fn pools_are_rebuilt_from_tagged_unused_ports_after_a_restart() {
     let mut recycled = mk_port("sub-web", "", &["kuryr.openstack.org/cluster=c1"]);
     recycled.security_groups = sgs(&["web"]);
     let ports = vec![
-        mk_port("sub-free", "", &["kuryr.openstack.org/cluster=c1"]),
+        // Neutron replaced our device_owner when the port became a subport.
+        NeutronPort {
+            device_owner: SUBPORT_DEVICE_OWNER.into(),
+            ..mk_port("sub-free", "", &["kuryr.openstack.org/cluster=c1"])
+        },
         mk_port("sub-used", "", &["kuryr.openstack.org/cluster=c1"]),
         recycled,
         mk_port("bound-free", "node-2", &["kuryr.openstack.org/cluster=c1"]),

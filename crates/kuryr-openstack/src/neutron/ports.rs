@@ -299,6 +299,26 @@ pub async fn update(cloud: &Cloud, id: &str, req: &UpdatePort) -> Result<Port> {
         .await
 }
 
+/// Replaces a port's allowed address pairs only if the port is still at `revision` (`If-Match`); a 412
+/// (`RevisionNumberConstraintFailed`) means another writer changed it: re-read and plan again.
+pub async fn set_address_pairs_if_revision(
+    cloud: &Cloud,
+    id: &str,
+    pairs: &[AddressPair],
+    revision: u64,
+) -> Result<Port> {
+    let op = "neutron.ports.update";
+    let body = json!({ "port": { "allowed_address_pairs": pairs } });
+    let resp = cloud
+        .execute(
+            Request::new(Service::Network, op, Method::PUT, format!("ports/{id}"))
+                .json(body)
+                .if_match(format!("revision_number={revision}")),
+        )
+        .await?;
+    take(resp.json(Service::Network, op)?, "port", Service::Network, op)
+}
+
 /// Sets a port's security groups (the per-pod NetworkPolicy SGs).
 pub async fn set_security_groups(cloud: &Cloud, id: &str, groups: &[String]) -> Result<Port> {
     let req = UpdatePort {

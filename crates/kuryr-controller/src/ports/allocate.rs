@@ -1,0 +1,142 @@
+//! Which driver wires a pod, from a pool or with a port of its own, and how the port is given back.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kuryr_api::{KuryrPort, Vif, VifType};
+use kuryr_core::kuryrport::{pool_key, release_plan, ReleaseStep};
+use kuryr_core::pool::{PoolKey, PoolParent};
+use kuryr_core::vif::{Attachment, PodFacts};
+use kuryr_core::{driver_for, VifDriver};
+use kuryr_openstack::neutron::ports;
+use tracing::info;
+
+use crate::context::Context;
+use crate::convert;
+use crate::errors::{Error, Result};
+use crate::ports::pool::{self, Target};
+use crate::ports::{macvlan, nested_vlan, parent, podport};
+
+/// The VIF type of a KuryrPort: its spec's, else the controller's.
+pub fn vif_type(ctx: &Context, kp: &KuryrPort) -> VifType {
+    kp.spec.vif_type.unwrap_or(ctx.config.vif_type)
+}
+
+fn driver(ctx: &Context, vif_type: VifType) -> Result<Box<dyn VifDriver + Send + Sync>> {
+    driver_for(vif_type, &ctx.config.driver).ok_or_else(|| Error::Unsupported(format!("VIF type {vif_type}")))
+}
+
+/// The pod's SGs: its KuryrPort's when it names some, else the controller's defaults (resolved to ids, so
+/// pool ports compare equal).
+pub async fn pod_security_groups(ctx: &Context, kp: &KuryrPort) -> Result<BTreeSet<String>> {
+    match &kp.spec.security_group_ids {
+        Some(ids) if !ids.is_empty() => Ok(ids.iter().cloned().collect()),
+        _ => pool::default_sgs(ctx).await,
+    }
+}
+
+/// Wires the pod: its port from the pool of (node, network, project) when pools are on and the driver pools,
+/// else a port of its own.
+pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -> Result<Vif> {
+    let driver = driver(ctx, vif_type)?;
+    let subnet = crate::networks::selector::pod_subnet(ctx, facts).await?;
+    let pooled = ctx.config.pools_enabled && driver.pools_ports();
+    let node = facts.node_name.clone();
+    let key = |parent: PoolParent| PoolKey {
+        parent,
+        network_id: subnet.network_id.clone(),
+        project_id: ctx.project_id.clone(),
+    };
+    match vif_type {
+        VifType::NestedVlan => {
+            let parent = parent::parent_of(ctx, &node).await?;
+            if !pooled {
+                return nested_vlan::allocate(ctx, facts, &parent, &subnet).await;
+            }
+            let target = Target {
+                key: key(PoolParent::Trunk(parent.trunk_id.clone())),
+                node_name: node,
+                parent: Some(parent),
+                subnet,
+            };
+            pool::acquire(ctx, facts, driver.as_ref(), &target, &facts.security_groups).await
+        }
+        VifType::NeutronVif if pooled => {
+            let target = Target {
+                key: key(PoolParent::Host(node.clone())),
+                node_name: node,
+                parent: None,
+                subnet,
+            };
+            pool::acquire(ctx, facts, driver.as_ref(), &target, &facts.security_groups).await
+        }
+        VifType::NeutronVif => {
+            let port = podport::create(ctx, driver.as_ref(), facts, &subnet).await?;
+            match driver.vif(
+                &convert::port(&port),
+                std::slice::from_ref(&subnet),
+                &Attachment::Bridge,
+            ) {
+                Ok(vif) => Ok(vif),
+                Err(e) => {
+                    podport::delete_quietly(ctx, &port.id).await;
+                    Err(e.into())
+                }
+            }
+        }
+        VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnet).await,
+        VifType::NestedDpdk => Err(Error::Unsupported("VIF type nested-dpdk".into())),
+    }
+}
+
+/// A port the status never got to name goes back where it came from: its pool, or deleted.
+pub async fn undo(ctx: &Context, vif: &Vif, node_name: &str) {
+    if let Err(e) = release(ctx, vif, node_name).await {
+        tracing::warn!(
+            port = vif.port_id,
+            error = &e as &dyn std::error::Error,
+            "undo failed"
+        );
+    }
+}
+
+/// Gives the port of `vif` back: to its pool (SGs reset first when they differ) unless the pool is full or
+/// pools are off, else detached (subport, address pair) and deleted. A 404 counts as done.
+pub async fn release(ctx: &Context, vif: &Vif, node_name: &str) -> Result<()> {
+    let key = pool_key(vif, node_name, &ctx.project_id).filter(|_| ctx.config.pools_enabled);
+    let pool = match &key {
+        Some(key) => {
+            pool::ensure_rebuilt(ctx).await?;
+            Some(pool::pool_snapshot(ctx, key))
+        }
+        None => None,
+    };
+    let mut sgs: BTreeSet<String> = vif.security_group_ids.iter().cloned().collect();
+    for step in release_plan(vif, pool.as_ref(), ctx.config.pool_limits) {
+        match step {
+            ReleaseStep::ResetSecurityGroups {
+                port_id,
+                security_groups,
+            } => {
+                let list: Vec<String> = security_groups.iter().cloned().collect();
+                match ports::set_security_groups(&ctx.cloud, &port_id, &list).await {
+                    Ok(_) => sgs = security_groups,
+                    Err(e) if e.is_not_found() => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            ReleaseStep::ReturnToPool { key, port_id } => {
+                pool::returned(ctx, &key, vif, sgs.clone());
+                info!(port = port_id, "port back in its pool");
+            }
+            ReleaseStep::RemoveSubport { trunk_id, port_id } => {
+                nested_vlan::detach(ctx, &trunk_id, &port_id).await?;
+            }
+            ReleaseStep::RemoveAddressPair { vm_port_id, ip } => {
+                macvlan::release(ctx, &vm_port_id, &vif.network_id, &ip).await?;
+            }
+            ReleaseStep::DeletePort { port_id } => ports::delete(&ctx.cloud, &port_id).await?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! nested-macvlan, cloud side, in the layout that works on modern ML2/OVN: the pod keeps a normal Neutron
+//! port (its IP and SGs; unbound, it stays DOWN), and the node VM's port gets the allowed address pair
+//! {pod IP, a VRRP MAC unique on the network}; the pod's macvlan device uses that VRRP MAC. (ML2/OVN refuses
+//! a foreign MAC in address pairs unless it is a VRRP one, so upstream's layout — the pod port's own MAC
+//! in the pair — fails there.)
+//!
+//! The VM port's pairs are replaced with `If-Match: revision_number=N`: a concurrent writer makes it 412,
+//! and the port is read again and the change planned again, so no writer loses another's pair.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use kuryr_api::Vif;
+use kuryr_core::neutron::{NeutronPort, Subnet};
+use kuryr_core::parent::{find_vm_port, internal_ips};
+use kuryr_core::vif::{Attachment, PodFacts};
+use kuryr_core::vrrp::{add_pair, remove_pair, AddressPairsUpdate, VrrpMacs};
+use kuryr_core::{NestedMacvlan, VifDriver};
+use kuryr_openstack::neutron::ports::{self, AddressPair};
+use kuryr_openstack::neutron::Filter;
+use tracing::{info, warn};
+
+use crate::context::Context;
+use crate::convert;
+use crate::errors::{Error, Result};
+use crate::ports::podport;
+
+/// Read-modify-write rounds of the VM port's pairs before giving up for this reconcile.
+const PAIR_TRIES: u32 = 5;
+
+/// Node VM ports and VRRP MACs in use per network, each learnt from Neutron on first use.
+#[derive(Default)]
+pub struct MacvlanState {
+    vm_ports: Mutex<HashMap<String, String>>,
+    macs: Mutex<HashMap<String, VrrpMacs>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The node VM's own port (the one holding the Node's InternalIP), cached per node.
+pub async fn vm_port_of(ctx: &Context, node_name: &str) -> Result<String> {
+    if let Some(id) = lock(&ctx.macvlan.vm_ports).get(node_name) {
+        return Ok(id.clone());
+    }
+    let node = ctx
+        .node(node_name)
+        .ok_or_else(|| Error::NodeNotFound(node_name.to_owned()))?;
+    let mut candidates = Vec::new();
+    for ip in internal_ips(&node) {
+        let found = ports::list(&ctx.cloud, Filter::new().fixed_ip(ip)).await?;
+        candidates.extend(found.iter().map(convert::port));
+    }
+    let id = find_vm_port(&node, &candidates)?.id.clone();
+    lock(&ctx.macvlan.vm_ports).insert(node_name.to_owned(), id.clone());
+    Ok(id)
+}
+
+/// The VRRP MAC book of `network_id`, rebuilt from the address pairs of the network's ports when unknown.
+async fn ensure_book(ctx: &Context, network_id: &str) -> Result<()> {
+    if lock(&ctx.macvlan.macs).contains_key(network_id) {
+        return Ok(());
+    }
+    let on_net = ports::list(&ctx.cloud, Filter::new().eq("network_id", network_id)).await?;
+    let on_net: Vec<NeutronPort> = on_net.iter().map(convert::port).collect();
+    lock(&ctx.macvlan.macs)
+        .entry(network_id.to_owned())
+        .or_insert_with(|| VrrpMacs::from_ports(network_id, &on_net));
+    Ok(())
+}
+
+/// Creates the pod's port and pairs its IP with a VRRP MAC on the VM's port. The VIF is active once the VM
+/// port is (the pod port itself stays DOWN in this layout). On failure the port is deleted, the MAC freed.
+pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Result<Vif> {
+    let driver = NestedMacvlan {
+        link_iface: ctx.config.driver.link_iface.clone(),
+    };
+    let vm_port_id = vm_port_of(ctx, &facts.node_name).await?;
+    let port = podport::create(ctx, &driver, facts, subnet).await?;
+    let Some(ip) = port.ip().map(str::to_owned) else {
+        podport::delete_quietly(ctx, &port.id).await;
+        return Err(Error::MissingField("fixed IP of the pod port"));
+    };
+    let (mac, vm) = match pair(ctx, &vm_port_id, &port.network_id, &ip).await {
+        Ok(done) => done,
+        Err(e) => {
+            podport::delete_quietly(ctx, &port.id).await;
+            return Err(e);
+        }
+    };
+    let attachment = Attachment::Macvlan {
+        parent_port_id: vm_port_id.clone(),
+        vrrp_mac: mac.clone(),
+    };
+    let mut vif = match driver.vif(&convert::port(&port), std::slice::from_ref(subnet), &attachment) {
+        Ok(v) => v,
+        Err(e) => {
+            release(ctx, &vm_port_id, &port.network_id, &ip).await.ok();
+            podport::delete_quietly(ctx, &port.id).await;
+            return Err(e.into());
+        }
+    };
+    vif.active = vm.status.is_active();
+    info!(
+        port = port.id,
+        ip,
+        mac,
+        vm_port = vm_port_id,
+        "pod IP paired on the VM port"
+    );
+    Ok(vif)
+}
+
+/// Adds {ip, VRRP MAC} to the VM port's pairs (read, plan, write If-Match; again on 412).
+async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<(String, NeutronPort)> {
+    ensure_book(ctx, network_id).await?;
+    for _ in 0..PAIR_TRIES {
+        let vm = convert::port(&ports::get(&ctx.cloud, vm_port_id).await?);
+        let mac = {
+            let mut books = lock(&ctx.macvlan.macs);
+            let book = books
+                .get_mut(network_id)
+                .ok_or(Error::MissingField("VRRP MAC book"))?;
+            book.allocate(ip)?
+        };
+        let Some(update) = add_pair(&vm, ip, &mac) else {
+            return Ok((mac, vm));
+        };
+        match write(ctx, &update).await {
+            Ok(p) => return Ok((mac, convert::port(&p))),
+            Err(e) if e.status() == Some(412) => {
+                warn!(
+                    vm_port = vm_port_id,
+                    "VM port changed under us (412); reading it again"
+                );
+            }
+            Err(e) => {
+                // The MAC may be taken by a writer we do not know of: learn the network again next time.
+                lock(&ctx.macvlan.macs).remove(network_id);
+                return Err(e.into());
+            }
+        }
+    }
+    if let Some(book) = lock(&ctx.macvlan.macs).get_mut(network_id) {
+        book.release(ip);
+    }
+    Err(Error::Contended(format!(
+        "allowed address pairs of port {vm_port_id}"
+    )))
+}
+
+/// Removes every pair of `ip` from the VM port (If-Match, again on 412) and frees its MAC. A VM port that
+/// is gone has no pairs left to remove.
+pub async fn release(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<()> {
+    for _ in 0..PAIR_TRIES {
+        let vm = match ports::get(&ctx.cloud, vm_port_id).await {
+            Ok(p) => convert::port(&p),
+            Err(e) if e.is_not_found() => break,
+            Err(e) => return Err(e.into()),
+        };
+        let Some(update) = remove_pair(&vm, ip) else {
+            break;
+        };
+        match write(ctx, &update).await {
+            Ok(_) => break,
+            Err(e) if e.status() == Some(412) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(book) = lock(&ctx.macvlan.macs).get_mut(network_id) {
+        book.release(ip);
+    }
+    Ok(())
+}
+
+async fn write(ctx: &Context, up: &AddressPairsUpdate) -> kuryr_openstack::Result<ports::Port> {
+    let pairs: Vec<AddressPair> = up
+        .pairs
+        .iter()
+        .map(|p| AddressPair {
+            ip_address: p.ip_address.clone(),
+            mac_address: p.mac_address.clone(),
+        })
+        .collect();
+    ports::set_address_pairs_if_revision(&ctx.cloud, &up.port_id, &pairs, up.if_match_revision).await
+}

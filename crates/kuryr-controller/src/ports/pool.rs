@@ -1,0 +1,554 @@
+//! Warm port pools, cloud side. `kuryr_core::pool` decides (take, plan, release); this carries it out.
+//!
+//! One pool per (trunk or host, network, project), keyed by NETWORK: whatever subnet selector picks the
+//! pod's subnet, its network names the pool. A pod takes a free port (its SGs set by one update, only if they
+//! differ) and the pod path makes no create; an empty pool is refilled right there with a surge covering every
+//! pod waiting on it. A refill is ONE bulk create + (nested) ONE `add_subports` per batch, one refill at a
+//! time per pool. Released ports go back (SGs reset) unless the pool is above its high watermark.
+//!
+//! Crash safety: pool ports carry the ownership tags `kuryr.kind=pool`; after a restart [`ensure_rebuilt`]
+//! rebuilds the pools from the tagged ports no KuryrPort status names (a port taken but never written to a
+//! status goes back to its pool) and deletes tagged ports attached nowhere (a refill cut short).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kuryr_api::Vif;
+use kuryr_core::neutron::{NeutronPort, Subnet};
+use kuryr_core::pool::{rebuild, PoolKey, PoolParent, Taken};
+use kuryr_core::pool_sizing::batches;
+use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
+use kuryr_core::{Pools, VifDriver};
+use kuryr_openstack::neutron::{ports, security_groups, trunks, Filter};
+use kuryr_openstack::Owner;
+use tokio::sync::OnceCell;
+use tracing::{info, warn};
+
+use crate::context::{Context, Parent};
+use crate::convert;
+use crate::errors::{Error, Result};
+use crate::ports::nested_vlan;
+
+/// Ownership tags' kind for pool ports (their uid is the cluster id: a pool port belongs to no one object).
+pub const OWNER_KIND: &str = "pool";
+/// Rounds of "take, else refill" before a pod gives up for this reconcile (others may take what a refill
+/// made; the surge sizing makes more than one round rare).
+const ACQUIRE_ROUNDS: u32 = 4;
+/// `device_owner` of a trunk subport.
+use kuryr_core::neutron::SUBPORT_DEVICE_OWNER as SUBPORT_OWNER;
+
+/// What a pool's port is created for and attached to.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub key: PoolKey,
+    pub node_name: String,
+    /// nested-vlan: the trunk the ports become subports of; `None` for neutron-vif (bound to the host).
+    pub parent: Option<Parent>,
+    pub subnet: Subnet,
+}
+
+/// The pools and what the controller knows of their ports.
+#[derive(Default)]
+pub struct PoolState {
+    pools: Mutex<Pools>,
+    /// Neutron's view of each pool port (MAC, IPs, SGs), so taking one needs no list.
+    details: Mutex<HashMap<String, NeutronPort>>,
+    /// One refill at a time per pool.
+    refills: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Target of each pool (for top-ups and drains without a pod at hand).
+    targets: Mutex<BTreeMap<PoolKey, Target>>,
+    rebuilt: OnceCell<()>,
+    default_sgs: OnceCell<BTreeSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PoolState {
+    pub fn with<R>(&self, f: impl FnOnce(&mut Pools) -> R) -> R {
+        f(&mut lock(&self.pools))
+    }
+
+    fn refill_lock(&self, key: &PoolKey) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.refills).entry(key.clone()).or_default().clone()
+    }
+
+    fn detail(&self, port_id: &str) -> Option<NeutronPort> {
+        lock(&self.details).get(port_id).cloned()
+    }
+
+    fn remember(&self, port: NeutronPort) {
+        lock(&self.details).insert(port.id.clone(), port);
+    }
+
+    fn forget_port(&self, port_id: &str) {
+        lock(&self.details).remove(port_id);
+    }
+
+    pub fn targets(&self) -> Vec<Target> {
+        lock(&self.targets).values().cloned().collect()
+    }
+
+    fn set_target(&self, target: &Target) {
+        lock(&self.targets).insert(target.key.clone(), target.clone());
+    }
+
+    fn drop_target(&self, key: &PoolKey) {
+        lock(&self.targets).remove(key);
+        lock(&self.refills).remove(key);
+    }
+}
+
+pub fn owner(ctx: &Context) -> Owner {
+    Owner::new(&ctx.config.cluster_id, OWNER_KIND, &ctx.config.cluster_id)
+}
+
+/// The SGs of a pod port unless its KuryrPort names others: `--pod-security-groups`, else the project's
+/// `default` group (looked up once, so a pool port's SGs compare equal to what a pod asks for).
+pub async fn default_sgs(ctx: &Context) -> Result<BTreeSet<String>> {
+    let sgs = ctx
+        .pools
+        .default_sgs
+        .get_or_try_init(|| async {
+            if !ctx.config.pod_security_groups.is_empty() {
+                return Ok::<_, Error>(ctx.config.pod_security_groups.iter().cloned().collect());
+            }
+            let found =
+                security_groups::list(&ctx.cloud, Filter::new().name("default").project(&ctx.project_id))
+                    .await?;
+            let sg = found
+                .into_iter()
+                .next()
+                .ok_or(Error::MissingField("the project's default security group"))?;
+            Ok(BTreeSet::from([sg.id]))
+        })
+        .await?;
+    Ok(sgs.clone())
+}
+
+/// Rebuilds the pools from Neutron once per process, after the KuryrPort cache has synced (a port named in
+/// a status is in use, not free). Tagged pool ports attached nowhere are deleted.
+pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
+    ctx.pools
+        .rebuilt
+        .get_or_try_init(|| async {
+            let _ = ctx.kuryrports.wait_until_ready().await;
+            let defaults = default_sgs(ctx).await?;
+            let owner = owner(ctx);
+            let tagged = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+            let trunk_list = if tagged.is_empty() {
+                Vec::new()
+            } else {
+                trunks::list(&ctx.cloud, Filter::new()).await?
+            };
+            let trunk_list: Vec<_> = trunk_list.iter().map(convert::trunk).collect();
+            let neutron: Vec<NeutronPort> = tagged.iter().map(convert::port).collect();
+            let in_use = ctx.ports_in_use();
+            let found = rebuild(&neutron, &trunk_list, &in_use, &owner.tags()?, &defaults);
+            for t in trunk_list.iter().filter(|t| {
+                t.subports
+                    .iter()
+                    .any(|s| neutron.iter().any(|p| p.id == s.port_id))
+            }) {
+                ctx.vlans_lock().for_trunk(t);
+            }
+            for p in neutron {
+                ctx.pools.remember(p);
+            }
+            for id in &found.orphans {
+                warn!(
+                    port = id,
+                    "pool port attached nowhere (a refill cut short): deleting"
+                );
+                if let Err(e) = ports::delete(&ctx.cloud, id).await {
+                    warn!(
+                        port = id,
+                        error = &e as &dyn std::error::Error,
+                        "orphan delete failed"
+                    );
+                }
+                ctx.pools.forget_port(id);
+            }
+            let free: usize = found.pools.iter().map(|p| p.free_ports().count()).sum();
+            info!(
+                pools = found.pools.len(),
+                free,
+                orphans = found.orphans.len(),
+                "pools rebuilt from Neutron"
+            );
+            ctx.pools.with(|pools| *pools = found.pools);
+            ctx.metrics.pools(&ctx.pools);
+            Ok::<_, Error>(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// A port from the pool of `target` for `pod`, with `sgs`; refills the pool when it is empty.
+pub async fn acquire(
+    ctx: &Arc<Context>,
+    pod: &PodFacts,
+    driver: &(dyn VifDriver + Send + Sync),
+    target: &Target,
+    sgs: &BTreeSet<String>,
+) -> Result<Vif> {
+    ensure_rebuilt(ctx).await?;
+    let defaults = default_sgs(ctx).await?;
+    ctx.pools.set_target(target);
+    for _ in 0..ACQUIRE_ROUNDS {
+        if let Some(taken) = take(ctx, target, &pod.uid, sgs, &defaults) {
+            spawn_top_up(ctx, target.clone());
+            match hand_out(ctx, driver, target, taken).await? {
+                Some(vif) => return Ok(vif),
+                None => continue,
+            }
+        }
+        let refill = ctx.pools.refill_lock(&target.key);
+        let guard = refill.lock().await;
+        if let Some(taken) = take(ctx, target, &pod.uid, sgs, &defaults) {
+            drop(guard);
+            spawn_top_up(ctx, target.clone());
+            match hand_out(ctx, driver, target, taken).await? {
+                Some(vif) => return Ok(vif),
+                None => continue,
+            }
+        }
+        if let Err(e) = refill_locked(ctx, driver, target, &defaults).await {
+            ctx.pools
+                .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
+            return Err(e);
+        }
+    }
+    ctx.pools
+        .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
+    Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
+}
+
+fn take(
+    ctx: &Context,
+    target: &Target,
+    pod_uid: &str,
+    sgs: &BTreeSet<String>,
+    defaults: &BTreeSet<String>,
+) -> Option<Taken> {
+    let taken = ctx
+        .pools
+        .with(|p| p.entry(target.key.clone(), defaults).take(pod_uid, sgs));
+    ctx.metrics.pools(&ctx.pools);
+    taken
+}
+
+/// Applies the pod's SGs (one update, only if they differ), else reads the port once (its status, and that
+/// it is still there and attached). `None`: the port was gone or detached; it is dropped, take another.
+async fn hand_out(
+    ctx: &Context,
+    driver: &(dyn VifDriver + Send + Sync),
+    target: &Target,
+    taken: Taken,
+) -> Result<Option<Vif>> {
+    let id = taken.port_id.clone();
+    let fresh = match &taken.sg_update {
+        Some(sgs) => {
+            let list: Vec<String> = sgs.iter().cloned().collect();
+            ports::set_security_groups(&ctx.cloud, &id, &list).await
+        }
+        None => ports::get(&ctx.cloud, &id).await,
+    };
+    let port = match fresh {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            warn!(port = id, "pool port vanished from Neutron; taking another");
+            ctx.pools.forget_port(&id);
+            return Ok(None);
+        }
+        Err(e) => {
+            give_back(ctx, target, &id);
+            return Err(e.into());
+        }
+    };
+    let port = convert::port(&port);
+    ctx.pools.remember(port.clone());
+    let attachment = match &target.parent {
+        Some(parent) => {
+            let vlan = if port.device_owner == SUBPORT_OWNER {
+                nested_vlan::vlan_of(ctx, &parent.trunk_id, &id).await?
+            } else {
+                None
+            };
+            let Some(vlan_id) = vlan else {
+                warn!(
+                    port = id,
+                    trunk = parent.trunk_id,
+                    "pool port is no subport; deleting it"
+                );
+                if let Err(e) = ports::delete(&ctx.cloud, &id).await {
+                    warn!(port = id, error = &e as &dyn std::error::Error, "delete failed");
+                }
+                ctx.pools.forget_port(&id);
+                return Ok(None);
+            };
+            Attachment::Vlan {
+                trunk_id: parent.trunk_id.clone(),
+                parent_port_id: parent.port_id.clone(),
+                vlan_id,
+            }
+        }
+        None => Attachment::Bridge,
+    };
+    match driver.vif(&port, std::slice::from_ref(&target.subnet), &attachment) {
+        Ok(vif) => Ok(Some(vif)),
+        Err(e) => {
+            give_back(ctx, target, &id);
+            Err(e.into())
+        }
+    }
+}
+
+/// A taken port goes back as it is (its SGs as Neutron last showed them).
+pub fn give_back(ctx: &Context, target: &Target, port_id: &str) {
+    let sgs = ctx
+        .pools
+        .detail(port_id)
+        .map(|p| p.security_groups)
+        .unwrap_or_default();
+    ctx.pools.with(|p| {
+        if let Some(pool) = p.get_mut(&target.key) {
+            pool.add_free(port_id, sgs);
+        }
+    });
+    ctx.metrics.pools(&ctx.pools);
+}
+
+/// A released port (`vif`) goes back to its pool: recorded so the next take needs no list.
+pub fn returned(ctx: &Context, key: &PoolKey, vif: &Vif, sgs: BTreeSet<String>) {
+    let mut port = ctx.pools.detail(&vif.port_id).unwrap_or_else(|| NeutronPort {
+        id: vif.port_id.clone(),
+        network_id: vif.network_id.clone(),
+        mac_address: vif.mac.clone(),
+        fixed_ips: vif
+            .ips
+            .iter()
+            .map(|ip| kuryr_core::neutron::FixedIp {
+                subnet_id: ip.subnet_id.clone().unwrap_or_default(),
+                ip_address: ip.address.clone(),
+            })
+            .collect(),
+        ..NeutronPort::default()
+    });
+    port.security_groups = sgs.clone();
+    ctx.pools.remember(port);
+    let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
+    ctx.pools
+        .with(|p| p.entry(key.clone(), &defaults).add_free(&vif.port_id, sgs));
+    ctx.metrics.pools(&ctx.pools);
+}
+
+/// The pool's load now (for [`kuryr_core::kuryrport::release_plan`]).
+pub fn pool_snapshot(ctx: &Context, key: &PoolKey) -> kuryr_core::Pool {
+    let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
+    ctx.pools.with(|p| p.entry(key.clone(), &defaults).clone())
+}
+
+/// Creates what the pool's plan asks for, batch by batch. The caller holds the pool's refill lock.
+async fn refill_locked(
+    ctx: &Context,
+    driver: &(dyn VifDriver + Send + Sync),
+    target: &Target,
+    defaults: &BTreeSet<String>,
+) -> Result<u32> {
+    let limits = ctx.config.pool_limits;
+    let plan = ctx
+        .pools
+        .with(|p| p.entry(target.key.clone(), defaults).plan(limits));
+    let mut made = 0;
+    for n in batches(plan.create, limits) {
+        made += create_batch(ctx, driver, target, n, defaults).await?;
+    }
+    Ok(made)
+}
+
+/// One batch; when Neutron refuses it for want of addresses or quota, one port is tried alone (a smaller
+/// batch may fit where the whole did not).
+async fn create_batch(
+    ctx: &Context,
+    driver: &(dyn VifDriver + Send + Sync),
+    target: &Target,
+    n: u32,
+    defaults: &BTreeSet<String>,
+) -> Result<u32> {
+    match create_batch_once(ctx, driver, target, n, defaults).await {
+        Err(Error::OpenStack(e)) if n > 1 && (e.is_over_quota() || is_out_of_addresses(&e)) => {
+            warn!(batch = n, error = %e, "batch refused for want of addresses or quota; trying one port");
+            create_batch_once(ctx, driver, target, 1, defaults).await
+        }
+        other => other,
+    }
+}
+
+pub fn is_out_of_addresses(e: &kuryr_openstack::Error) -> bool {
+    e.api().is_some_and(|a| a.code == "IpAddressGenerationFailure")
+}
+
+async fn create_batch_once(
+    ctx: &Context,
+    driver: &(dyn VifDriver + Send + Sync),
+    target: &Target,
+    n: u32,
+    defaults: &BTreeSet<String>,
+) -> Result<u32> {
+    let tags: BTreeSet<String> = owner(ctx).tags()?.into_iter().collect();
+    let req = driver.port_request(PortParams {
+        owner: PortOwner::Pool {
+            node_name: &target.node_name,
+        },
+        subnet: &target.subnet,
+        project_id: &ctx.project_id,
+        security_groups: defaults,
+        tags: &tags,
+    });
+    let body = convert::create_port(&req);
+    let reqs = vec![body; n as usize];
+    ctx.pools.with(|p| {
+        p.entry(target.key.clone(), defaults).begin_create(n);
+    });
+    ctx.metrics.pools(&ctx.pools);
+    let failed = |ctx: &Context| {
+        ctx.pools.with(|p| {
+            if let Some(pool) = p.get_mut(&target.key) {
+                pool.create_failed(n);
+            }
+        });
+        ctx.metrics.pools(&ctx.pools);
+    };
+    let created = match ports::bulk_create(&ctx.cloud, &reqs).await {
+        Ok(c) => c,
+        Err(e) => {
+            failed(ctx);
+            return Err(e.into());
+        }
+    };
+    let ids: Vec<String> = created.iter().map(|p| p.id.clone()).collect();
+    if let Some(parent) = &target.parent {
+        if let Err(e) = nested_vlan::attach_many(ctx, &target.node_name, parent, &ids).await {
+            for id in &ids {
+                if let Err(e) = ports::delete(&ctx.cloud, id).await {
+                    warn!(
+                        port = id,
+                        error = &e as &dyn std::error::Error,
+                        "refill rollback: delete failed"
+                    );
+                }
+            }
+            failed(ctx);
+            return Err(e);
+        }
+    }
+    for p in &created {
+        ctx.pools.remember(convert::port(p));
+    }
+    let short = n.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+    ctx.pools.with(|p| {
+        if let Some(pool) = p.get_mut(&target.key) {
+            pool.created(&ids);
+            pool.create_failed(short);
+        }
+    });
+    ctx.metrics.pools(&ctx.pools);
+    info!(node = target.node_name, ports = ids.len(), "pool refilled");
+    Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX))
+}
+
+/// Tops the pool up to its low watermark in the background, unless a refill is running already.
+fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
+    let limits = ctx.config.pool_limits;
+    let wanted = ctx
+        .pools
+        .with(|p| p.get(&target.key).map(|pool| pool.plan(limits).create))
+        .unwrap_or(0);
+    if wanted == 0 {
+        return;
+    }
+    let lock = ctx.pools.refill_lock(&target.key);
+    let Ok(guard) = lock.clone().try_lock_owned() else {
+        return;
+    };
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let _guard = guard;
+        let Some(driver) = kuryr_core::driver_for(ctx.config.vif_type, &ctx.config.driver) else {
+            return;
+        };
+        let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
+        if let Err(e) = refill_locked(&ctx, driver.as_ref(), &target, &defaults).await {
+            warn!(
+                node = target.node_name,
+                error = &e as &dyn std::error::Error,
+                "pool top-up failed"
+            );
+        }
+    });
+}
+
+/// One round of pool upkeep: pools of nodes that are gone are drained (their free ports detached and
+/// deleted), pools above their high watermark give back the excess, pools below their low watermark are
+/// topped up. `live` are the parents of the nodes in the (synced) node cache.
+pub async fn maintain(ctx: &Arc<Context>, live: &BTreeSet<PoolParent>) -> Result<()> {
+    ensure_rebuilt(ctx).await?;
+    let drained = ctx.pools.with(|p| p.drain_dead_parents(live));
+    for (key, ids) in drained {
+        info!(parent = ?key.parent, ports = ids.len(), "node gone: draining its pool");
+        delete_free(ctx, &key, &ids).await;
+        if ctx.pools.with(|p| p.get(&key).is_none()) {
+            ctx.pools.drop_target(&key);
+        }
+    }
+    let limits = ctx.config.pool_limits;
+    for target in ctx.pools.targets() {
+        let excess = ctx.pools.with(|p| {
+            p.get_mut(&target.key).map(|pool| {
+                let plan = pool.plan(limits);
+                pool.take_for_release(plan.release)
+            })
+        });
+        if let Some(ids) = excess.filter(|ids| !ids.is_empty()) {
+            info!(
+                node = target.node_name,
+                ports = ids.len(),
+                "pool above its high watermark: releasing"
+            );
+            delete_free(ctx, &target.key, &ids).await;
+        }
+        spawn_top_up(ctx, target);
+    }
+    ctx.metrics.pools(&ctx.pools);
+    Ok(())
+}
+
+/// Detaches (nested: one `remove_subports` for all) and deletes free ports taken out of a pool.
+async fn delete_free(ctx: &Context, key: &PoolKey, ids: &[String]) {
+    if let PoolParent::Trunk(trunk_id) = &key.parent {
+        match trunks::remove_subports(&ctx.cloud, trunk_id, ids).await {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => warn!(
+                trunk = trunk_id,
+                error = &e as &dyn std::error::Error,
+                "remove_subports failed"
+            ),
+        }
+        if let Some(a) = ctx.vlans_lock().get_mut(trunk_id) {
+            a.release_many(ids.iter().map(String::as_str));
+        }
+    }
+    for id in ids {
+        if let Err(e) = ports::delete(&ctx.cloud, id).await {
+            warn!(
+                port = id,
+                error = &e as &dyn std::error::Error,
+                "pool port delete failed"
+            );
+        }
+        ctx.pools.forget_port(id);
+    }
+}
