@@ -51,6 +51,8 @@ fn start(
         .args(["--leader-lease-namespace", ns, "--leader-identity", name])
         .args(["--leader-lease-seconds", &LEASE_SECONDS.to_string()])
         .args(["--gc-interval-seconds", "0"])
+        // One tagged port per pod, none once it is gone: the per-pod path (pools: tests/pod_pools.rs).
+        .args(["--ports-pool=false"])
         .env("RUST_LOG", "kuryr_controller=info,kube_lease_manager=warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

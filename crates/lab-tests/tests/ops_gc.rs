@@ -48,6 +48,8 @@ async fn gc_collects_planted_orphans_and_no_live_object_during_a_pod_burst() -> 
     let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
     config.namespace = Some(ns.clone());
     config.project_id = Some(lab.project_id.clone());
+    // Every pod its own port (kind=KuryrPort, collectable); pools are tests/pod_pools.rs'.
+    config.pools_enabled = false;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
         let _ = stopped.await;

@@ -15,12 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _};
 use futures::future::try_join_all;
 use futures::StreamExt;
-use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec};
-use kuryr_api::kube::runtime::wait::{await_condition, conditions};
-use kuryr_api::{
-    crds, Api, Client, CustomResourceDefinition, DeleteParams, KuryrPort, ListParams, Namespace, ObjectMeta,
-    Patch, PatchParams, Pod, PostParams, ResourceExt, Vif,
-};
+use kuryr_api::{Api, Client, DeleteParams, KuryrPort, ListParams, Pod, PostParams, ResourceExt, Vif};
 use kuryr_cloudsim::{Profile, Sim, SimHandle};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
@@ -29,9 +24,8 @@ use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
 use kuryr_openstack::neutron::trunks::{self, CreateTrunk};
 use kuryr_openstack::neutron::{networks, Filter};
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
-use lab_tests::Lab;
+use lab_tests::{cluster, Lab};
 
-const CRD_MANAGER: &str = "kuryr-crd-test";
 /// Generous upper bounds for waits; assertions are about what happens, not how fast.
 pub const WIRE_TIMEOUT: Duration = Duration::from_secs(150);
 pub const GONE_TIMEOUT: Duration = Duration::from_secs(150);
@@ -243,24 +237,11 @@ impl Scope {
             .with_test_writer()
             .try_init();
         let client = lab.kube_client().await?;
-        install_crds(&client).await?;
+        cluster::install_crds(&client).await?;
         let run_id = format!("{:08x}", fastrand::u32(..));
         let ns = format!("{kind}-{run_id}");
         let cluster_id = format!("t-{kind}-{run_id}");
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let meta = ObjectMeta {
-            name: Some(ns.clone()),
-            ..ObjectMeta::default()
-        };
-        namespaces
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: meta,
-                    ..Namespace::default()
-                },
-            )
-            .await?;
+        cluster::create_namespace(&client, &ns).await?;
         Ok(Scope {
             client,
             ns,
@@ -286,25 +267,8 @@ impl Scope {
 
     /// Strips finalizers of whatever is left, deletes the namespace.
     pub async fn close(&self) {
-        let strip = serde_json::json!({"metadata": {"finalizers": null}});
-        let (pods, kps) = (self.pods(), self.kps());
-        if let Ok(list) = kps.list(&ListParams::default()).await {
-            for kp in list {
-                let _ = kps
-                    .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                    .await;
-            }
-        }
-        if let Ok(list) = pods.list(&ListParams::default()).await {
-            for pod in list {
-                let _ = pods
-                    .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                    .await;
-                let _ = pods.delete(&pod.name_any(), &grace0()).await;
-            }
-        }
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let _ = namespaces.delete(&self.ns, &DeleteParams::default()).await;
+        cluster::strip_and_delete_all(&self.client, &self.ns).await;
+        cluster::delete_namespace(&self.client, &self.ns).await;
     }
 }
 
@@ -342,25 +306,6 @@ pub fn grace0() -> DeleteParams {
     }
 }
 
-pub fn mk_pod(name: &str, node: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            containers: vec![Container {
-                name: "pause".into(),
-                image: Some("registry.k8s.io/pause:3.9".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
-}
-
 /// `n` pods named `{prefix}{i}`, round-robin over `nodes`, created 10 at a time (a burst). Returns
 /// name -> (node, creation instant).
 pub async fn create_pods(
@@ -378,7 +323,8 @@ pub async fn create_pods(
         let made = try_join_all(chunk.iter().map(|(name, node)| {
             let pods = pods.clone();
             async move {
-                pods.create(&PostParams::default(), &mk_pod(name, node)).await?;
+                pods.create(&PostParams::default(), &cluster::scheduled_pod(name, node))
+                    .await?;
                 anyhow::Ok((name.clone(), (node.clone(), Instant::now())))
             }
         }))
@@ -388,11 +334,7 @@ pub async fn create_pods(
     Ok(out)
 }
 
-pub fn is_ready(kp: &KuryrPort) -> bool {
-    kp.status
-        .as_ref()
-        .is_some_and(|s| s.all_active() && kuryr_api::conditions::is_condition_true(&s.conditions, "Ready"))
-}
+pub use lab_tests::cluster::is_ready;
 
 pub fn eth0(kp: &KuryrPort) -> anyhow::Result<Vif> {
     let status = kp.status.as_ref().context("status")?;
@@ -550,24 +492,4 @@ pub async fn check_no_leak(cloud: &TestCloud, cluster_id: &str) -> anyhow::Resul
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-async fn install_crds(client: &Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds::crds() {
-        let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply(CRD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await??;
-    }
-    Ok(())
 }
