@@ -100,17 +100,17 @@ pub async fn undo(ctx: &Context, vif: &Vif, node_name: &str) {
     }
 }
 
-/// Gives the port of `vif` back: to its pool (SGs reset first when they differ) unless the pool is full or
-/// pools are off, else detached (subport, address pair) and deleted. A 404 counts as done.
+/// Gives the port of `vif` back: to its pool (SGs reset first when they differ) unless the pool is full,
+/// pools are off or the port was not made for a pool, else detached (subport, address pair) and deleted. A 404 counts as done.
 pub async fn release(ctx: &Context, vif: &Vif, node_name: &str) -> Result<()> {
-    let key = pool_key(vif, node_name, &ctx.project_id).filter(|_| ctx.config.pools_enabled);
-    let pool = match &key {
-        Some(key) => {
-            pool::ensure_rebuilt(ctx).await?;
-            Some(pool::pool_snapshot(ctx, key))
-        }
-        None => None,
-    };
+    if ctx.config.pools_enabled {
+        pool::ensure_rebuilt(ctx).await?;
+    }
+    // Only ports made for a pool go back to one: a pod's own port (pools off when it was made, or adopted
+    // from upstream) carries the pod's ownership tags, which would mislead the GC once another pod used it.
+    let key = pool_key(vif, node_name, &ctx.project_id)
+        .filter(|_| ctx.config.pools_enabled && pool::is_pool_port(ctx, &vif.port_id));
+    let pool = key.as_ref().map(|key| pool::pool_snapshot(ctx, key));
     let mut sgs: BTreeSet<String> = vif.security_group_ids.iter().cloned().collect();
     for step in release_plan(vif, pool.as_ref(), ctx.config.pool_limits) {
         match step {

@@ -13,6 +13,7 @@ use crate::context::{Context, Parent};
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::podport;
+pub use crate::ports::podport::OWNER_KIND;
 
 /// `add_subports` tries per port: a 409 means another writer took the id; re-read the trunk and go again.
 const ATTACH_TRIES: u32 = 3;

@@ -344,6 +344,11 @@ pub fn returned(ctx: &Context, key: &PoolKey, vif: &Vif, sgs: BTreeSet<String>) 
     ctx.metrics.pools(&ctx.pools);
 }
 
+/// Whether `port_id` was made for a pool (created by a refill, or listed with the pool tags at rebuild).
+pub fn is_pool_port(ctx: &Context, port_id: &str) -> bool {
+    ctx.pools.detail(port_id).is_some()
+}
+
 /// The pool's load now (for [`kuryr_core::kuryrport::release_plan`]).
 pub fn pool_snapshot(ctx: &Context, key: &PoolKey) -> kuryr_core::Pool {
     let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
