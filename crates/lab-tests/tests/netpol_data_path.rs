@@ -22,10 +22,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _};
 use futures::FutureExt;
 use kuryr_api::kube::runtime::reflector;
-use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::{
-    crds, Api, Client, CustomResourceDefinition, DeleteParams, KuryrNetwork, KuryrNetworkPolicy, KuryrPort,
-    Namespace, NetworkPolicy, Patch, PatchParams, Pod, PostParams, ResourceExt,
+    Api, Client, DeleteParams, KuryrNetwork, KuryrNetworkPolicy, KuryrPort, Namespace, NetworkPolicy, Patch,
+    PatchParams, Pod, PostParams, ResourceExt,
 };
 use kuryr_controller::networks::{NetworksConfig, SubnetMode};
 use kuryr_controller::policies::PolicyConfig;
@@ -52,7 +51,7 @@ async fn namespace_networks_and_policies_are_enforced_on_the_ovn_data_path() -> 
         .with_test_writer()
         .try_init();
     let client = lab.kube_client().await?;
-    install_crds(&client).await?;
+    lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
     let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
     let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
     let run = format!("{:06x}", fastrand::u32(..0x100_0000));
@@ -604,26 +603,6 @@ fn vsctl(args: &[&str]) -> anyhow::Result<()> {
         "ovs-vsctl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(())
-}
-
-async fn install_crds(client: &Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds::crds() {
-        let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply(CRD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await??;
-    }
     Ok(())
 }
 

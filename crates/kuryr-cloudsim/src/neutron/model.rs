@@ -107,8 +107,12 @@ pub struct SubnetPool {
     #[serde(flatten)]
     pub std: Std,
     pub prefixes: Vec<String>,
+    /// Neutron renders the prefix lengths as strings (`"24"`).
+    #[serde(serialize_with = "as_text")]
     pub default_prefixlen: u8,
+    #[serde(serialize_with = "as_text")]
     pub min_prefixlen: u8,
+    #[serde(serialize_with = "as_text")]
     pub max_prefixlen: u8,
     pub ip_version: u8,
     pub shared: bool,
@@ -303,6 +307,10 @@ pub struct Trunk {
 }
 
 /// Serialize a stored resource (infallible for these types; `Null` guards the impossible case).
+fn as_text<S: serde::Serializer>(n: &u8, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(n)
+}
+
 pub fn to_json<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }

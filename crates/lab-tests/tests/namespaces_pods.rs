@@ -1,0 +1,237 @@
+//! Namespace subnet mode through the whole pod path on the lab's real Neutron: kuryr-controller (in-process,
+//! scoped to one namespace of this run) creates the namespace's network when its first pod needs it, the
+//! pods' subports take their IPs from that subnet, and deleting the pods and then the namespace removes the
+//! ports, the router interface, the subnet and the network (tag scan of this run's cluster id).
+//! Pods go to vm3 (no kubelet there): they stay Pending but are scheduled, which is all the pod path needs.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use kuryr_api::{
+    Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Patch, PatchParams, Pod,
+    PostParams, ResourceExt,
+};
+use kuryr_controller::networks::{NetworksConfig, SubnetMode};
+use kuryr_controller::runtime::{run, Runtime};
+use kuryr_controller::Config;
+use kuryr_openstack::neutron::{networks, ports, subnetpools, subnets, Filter};
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::Lab;
+use serde_json::json;
+
+const CRD_MANAGER: &str = "kuryr-crd-test";
+const WAIT: Duration = Duration::from_secs(120);
+const NODE: &str = "vm3";
+
+#[tokio::test]
+async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_namespace() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let client = lab.kube_client().await?;
+    lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
+    let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
+    let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
+    let run_id = format!("{:06x}", fastrand::u32(..0x100_0000));
+    let ns = format!("nsnet-{run_id}");
+    let cluster_id = format!("nstest-{run_id}");
+    let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
+    config.namespace = Some(ns.clone());
+    config.project_id = Some(lab.project_id.clone());
+    config.networks = NetworksConfig {
+        mode: SubnetMode::Namespace,
+        pool_prefixes: vec![format!("198.18.{}.0/24", 128 + fastrand::u8(..128))],
+        prefixlen: 28,
+        ..NetworksConfig::default()
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
+        let _ = stopped.await;
+    }));
+    let result = scenario(&client, &cloud, &ns, &lab).await;
+    if result.is_err() {
+        strip_finalizers(&client, &ns).await;
+    }
+    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    let gone = wait_gone(&namespaces, &ns).await;
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(30), controller).await;
+    let left = leftovers(&cloud, &cluster_id).await?;
+    for p in subnetpools::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&cluster_id))).await? {
+        subnetpools::delete(&cloud, &p.id).await?;
+    }
+    result?;
+    gone?;
+    ensure!(
+        left.is_empty(),
+        "left behind after the namespace was deleted: {left:?}"
+    );
+    Ok(())
+}
+
+async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
+    ensure!(
+        kns.get_opt(ns).await?.is_none(),
+        "network made before any pod needed it (lazy mode)"
+    );
+    for name in ["a", "b"] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"nodeName": NODE, "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}]}}))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    let deadline = Instant::now() + WAIT;
+    let wired = loop {
+        let list = kps.list(&ListParams::default()).await?;
+        let ready: Vec<KuryrPort> = list.into_iter().filter(is_ready).collect();
+        if ready.len() == 2 {
+            break ready;
+        }
+        if Instant::now() > deadline {
+            bail!("pods not wired within {WAIT:?} ({} ready)", ready.len());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let kn = kns.get(ns).await?;
+    let st = kn.status.clone().context("KuryrNetwork status")?;
+    let (net_id, subnet_id) = (
+        st.net_id.clone().context("netId")?,
+        st.subnet_id.clone().context("subnetId")?,
+    );
+    ensure!(
+        net_id != lab.pod_network_id,
+        "namespace network is the default pod network"
+    );
+    let subnet = subnets::get(cloud, &subnet_id).await?;
+    let (base, len) = subnet.cidr.split_once('/').context("cidr")?;
+    let (base, len): (Ipv4Addr, u32) = (base.parse()?, len.parse()?);
+    let mask = u32::MAX << (32 - len);
+    for kp in &wired {
+        let vif = &kp
+            .status
+            .as_ref()
+            .context("status")?
+            .vifs
+            .get("eth0")
+            .context("eth0")?
+            .vif;
+        ensure!(
+            vif.network_id == net_id,
+            "{}: port on network {}",
+            kp.name_any(),
+            vif.network_id
+        );
+        let ip: Ipv4Addr = vif.ips.first().context("ip")?.address.parse()?;
+        ensure!(
+            u32::from(ip) & mask == u32::from(base),
+            "{}: {ip} outside {}",
+            kp.name_any(),
+            subnet.cidr
+        );
+        let port = ports::get(cloud, &vif.port_id).await?;
+        ensure!(
+            port.network_id == net_id,
+            "{}: Neutron says network {}",
+            kp.name_any(),
+            port.network_id
+        );
+    }
+    eprintln!(
+        "namespace {ns}: network {net_id}, subnet {} ; both pods on it",
+        subnet.cidr
+    );
+    // Pods go first (their ports are released by the KuryrPort controller), the namespace after.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    for name in ["a", "b"] {
+        pods.delete(name, &now).await?;
+    }
+    let deadline = Instant::now() + WAIT;
+    while !kps.list(&ListParams::default()).await?.items.is_empty() {
+        if Instant::now() > deadline {
+            bail!("KuryrPorts not released within {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+fn is_ready(kp: &KuryrPort) -> bool {
+    kp.status
+        .as_ref()
+        .is_some_and(|s| s.all_active() && kuryr_api::conditions::is_condition_true(&s.conditions, "Ready"))
+}
+
+async fn wait_gone(namespaces: &Api<Namespace>, ns: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    while namespaces.get_opt(ns).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {ns} still there after {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+async fn leftovers(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<Vec<String>> {
+    let tags = Owner::cluster_filter(cluster_id);
+    let mut left: Vec<String> = ports::list(cloud, Filter::new().tags(&tags))
+        .await?
+        .into_iter()
+        .map(|p| format!("port {}", p.id))
+        .collect();
+    left.extend(
+        subnets::list(cloud, Filter::new().tags(&tags))
+            .await?
+            .into_iter()
+            .map(|s| format!("subnet {}", s.id)),
+    );
+    left.extend(
+        networks::list(cloud, Filter::new().tags(&tags))
+            .await?
+            .into_iter()
+            .map(|n| format!("network {}", n.id)),
+    );
+    Ok(left)
+}
+
+/// After a failure: let the namespace go (what is left shows in the tag scan).
+async fn strip_finalizers(client: &Client, ns: &str) {
+    let strip = json!({"metadata": {"finalizers": null}});
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
+    for kp in kps
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let _ = kps
+            .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+    }
+    for pod in pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let _ = pods
+            .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+    }
+    let _ = kns
+        .patch(ns, &PatchParams::default(), &Patch::Merge(&strip))
+        .await;
+}
