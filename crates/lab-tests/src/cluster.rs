@@ -7,34 +7,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::ResourceExt;
 use kuryr_api::KuryrPort;
 
 const CRD_MANAGER: &str = "kuryr-crd-test";
 
-/// Applies the Kuryr CRDs and waits until they are established.
+/// The Kuryr CRDs, applied and established (field manager `kuryr-crd-test`).
 pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kuryr_api::crds::crds() {
-        let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply(CRD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await??;
-    }
-    Ok(())
+    crate::kube::install_crds(client, CRD_MANAGER).await
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {

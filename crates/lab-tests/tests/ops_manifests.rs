@@ -162,6 +162,10 @@ fn exported() -> anyhow::Result<BTreeSet<String>> {
     m.gc_collected("port");
     m.gc_failed("port");
     m.gc_swept(&[("ACTIVE".to_owned(), 1)].into());
+    let pool = [("parent", "trunk:t".to_owned()), ("network", "n".to_owned())];
+    m.pool_free_ports.get_or_create(&pool).set(1);
+    m.pool_in_flight_ports.get_or_create(&pool).set(1);
+    m.pool_waiting_pods.get_or_create(&pool).set(1);
     m.call_observer().observe(&kuryr_openstack::CallRecord {
         op: "neutron.ports.list",
         method: "GET",
@@ -238,6 +242,7 @@ fn the_grafana_dashboard_uses_only_exported_metrics() -> anyhow::Result<()> {
         "kuryr_openstack_calls_total",
         "kuryr_loadbalancers",
         "kuryr_cni_request_duration_seconds_bucket",
+        "kuryr_pool_free_ports",
     ] {
         ensure!(used.contains(must), "the dashboard does not show {must}");
     }

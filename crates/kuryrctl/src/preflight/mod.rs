@@ -306,7 +306,7 @@ async fn kube_counts(client: &kube::Client, a: &PreflightArgs) -> anyhow::Result
             nodes: a.nodes.unwrap_or(n(nodes)),
             namespaces: a.namespaces.unwrap_or(n(namespaces)),
             services: a.services.unwrap_or(n(balanced.len())),
-            service_ports: a.services.map_or(n(service_ports), |s| s.max(n(service_ports))),
+            service_ports: a.services.unwrap_or(n(service_ports)),
             lb_services: n(lb_services),
             policies: a.policies.unwrap_or(n(policies)),
             pods: a.pods.unwrap_or(n(pods)),
