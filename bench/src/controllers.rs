@@ -14,6 +14,8 @@ pub struct Controller {
     pub child: Child,
     pub pid: u32,
     pub log: PathBuf,
+    /// `/metrics` and `/readyz` of kuryr-rs (None for upstream).
+    pub metrics_url: Option<String>,
     /// The proxy upstream talks to (kept alive with the controller).
     pub _proxy: Option<tokio::task::JoinHandle<()>>,
 }
@@ -55,6 +57,14 @@ impl Controller {
         }
         fp
     }
+}
+
+/// The sum of a counter's samples whose labels contain `label` in an OpenMetrics text.
+pub fn counter_sum(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 pub fn tail(path: &Path, lines: usize) -> String {
@@ -117,6 +127,7 @@ pub fn start_kuryr_rs(
         child,
         pid,
         log,
+        metrics_url: Some(format!("http://{metrics}")),
         _proxy: None,
     })
 }
@@ -215,12 +226,25 @@ pub fn start_upstream(
         child,
         pid,
         log,
+        metrics_url: None,
         _proxy: Some(o.proxy),
     })
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counters_are_summed_over_matching_labels() {
+        let t = "# TYPE kuryr_reconciles counter\nkuryr_reconciles_total{controller=\"kuryrport\"} 12\n\
+kuryr_reconciles_total{controller=\"pod\"} 7\nkuryr_reconcile_errors_total{controller=\"kuryrport\",kind=\"x\"} 1\n";
+        assert_eq!(
+            super::counter_sum(t, "kuryr_reconciles_total", "controller=\"kuryrport\""),
+            12.0
+        );
+        assert_eq!(super::counter_sum(t, "kuryr_reconciles_total", ""), 19.0);
+        assert_eq!(super::counter_sum(t, "absent_total", ""), 0.0);
+    }
+
     #[test]
     fn tail_keeps_the_last_lines() {
         let dir = std::env::temp_dir().join(format!("kuryr-bench-tail-{}", std::process::id()));

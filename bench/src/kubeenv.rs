@@ -96,6 +96,22 @@ pub async fn delete_namespace(client: &Client, ns: &str) {
     let _ = api.delete(ns, &DeleteParams::default()).await;
 }
 
+/// Every namespace and Node a bench run labelled (`kuryr-bench=true`), e.g. after an interrupted run.
+pub async fn cleanup_all(client: &Client) -> anyhow::Result<()> {
+    let lp = ListParams::default().labels("kuryr-bench=true");
+    let nss: Api<Namespace> = Api::all(client.clone());
+    for ns in nss.list(&lp).await? {
+        eprintln!("deleting namespace {}", ns.name_any());
+        delete_namespace(client, &ns.name_any()).await;
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in nodes.list(&lp).await? {
+        eprintln!("deleting node {}", n.name_any());
+        let _ = nodes.delete(&n.name_any(), &DeleteParams::default()).await;
+    }
+    Ok(())
+}
+
 pub fn grace0() -> DeleteParams {
     DeleteParams {
         grace_period_seconds: Some(0),

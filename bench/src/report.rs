@@ -30,7 +30,7 @@ const METRICS: &[Figure] = &[
     ("Octavia writes / endpoints change", |r| {
         r.octavia_writes_per_endpoints_change
     }),
-    ("controller peak RSS (MiB)", |r| r.rss_mib),
+    ("controller RSS (MiB; burst/churn: peak)", |r| r.rss_mib),
     ("controller CPU (s)", |r| r.cpu_s),
     ("resync after restart (s)", |r| r.resync_s),
 ];

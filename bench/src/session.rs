@@ -44,6 +44,10 @@ pub struct Spec {
     pub pools: bool,
     pub cloud: CloudKind,
     pub upstream_handlers: &'static str,
+    /// More kuryr-controller flags (Services on, ...).
+    pub kuryr_extra_args: Vec<String>,
+    /// cloudsim profile override (the scale scenario builds its state on a zero-latency cloud).
+    pub profile: Option<Profile>,
 }
 
 impl Spec {
@@ -94,7 +98,14 @@ impl Session {
         let cloud = match spec.cloud {
             CloudKind::Sim => {
                 let tag = format!("kuryr.cluster={cluster_id}");
-                BenchCloud::sim(s.profile.clone(), s.nodes, &ns, &tag, &dir).await?
+                BenchCloud::sim(
+                    spec.profile.clone().unwrap_or_else(|| s.profile.clone()),
+                    s.nodes,
+                    &ns,
+                    &tag,
+                    &dir,
+                )
+                .await?
             }
             CloudKind::Neutron => BenchCloud::lab(&s.lab, &dir).await?,
         };
@@ -129,14 +140,33 @@ impl Session {
         Ok(())
     }
 
+    /// Stops the controller and starts it again (same flags); returns the new one's start instant.
+    pub async fn restart(&mut self, s: &Settings) -> anyhow::Result<Instant> {
+        if let Some(c) = self.controller.take() {
+            c.stop().await;
+        }
+        let dir = s.work_dir.join(format!("{}-restart", self.ns));
+        std::fs::create_dir_all(&dir)?;
+        let t = Instant::now();
+        self.controller = Some(self.start_controller(s, &dir).await?);
+        Ok(t)
+    }
+
     async fn start_controller(&self, s: &Settings, dir: &Path) -> anyhow::Result<Controller> {
         match self.spec.implementation {
             Implementation::KuryrRs => {
-                let extra = if self.spec.pools {
+                let mut extra = if self.spec.pools {
                     s.kuryr_pool_args.clone()
                 } else {
                     Vec::new()
                 };
+                // `{service_subnet}` stands for the emulated cloud's service subnet, known only now.
+                extra.extend(
+                    self.spec
+                        .kuryr_extra_args
+                        .iter()
+                        .map(|a| a.replace("{service_subnet}", &self.cloud.service_subnet_id)),
+                );
                 controllers::start_kuryr_rs(
                     &KuryrRsOpts {
                         bin: &s.kuryr_bin,

@@ -1,1 +1,3 @@
 pub mod burst;
+pub mod churn;
+pub mod scale;
