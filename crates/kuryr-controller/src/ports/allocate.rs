@@ -103,6 +103,18 @@ pub async fn undo(ctx: &Context, vif: &Vif, node_name: &str) {
 /// Gives the port of `vif` back: to its pool (SGs reset first when they differ) unless the pool is full,
 /// pools are off or the port was not made for a pool, else detached (subport, address pair) and deleted. A 404 counts as done.
 pub async fn release(ctx: &Context, vif: &Vif, node_name: &str) -> Result<()> {
+    // The NetworkPolicy controller sets pod ports' SGs without touching the VIF: the recorded ones can't be
+    // trusted, so a recycled port always gets the pool's defaults back.
+    let unrecorded;
+    let vif = if ctx.config.policy.enabled {
+        unrecorded = Vif {
+            security_group_ids: Default::default(),
+            ..vif.clone()
+        };
+        &unrecorded
+    } else {
+        vif
+    };
     if ctx.config.pools_enabled {
         pool::ensure_rebuilt(ctx).await?;
     }
