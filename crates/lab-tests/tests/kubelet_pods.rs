@@ -1,0 +1,486 @@
+//! Real kubelets: a Deployment of busybox pods on the lab's kubelet nodes (`kubelet-vm1`, `kubelet-vm2`:
+//! containerd + runc + kubelet 1.20.2 + kuryr-daemon, started by `lab/lab up`). kuryr-controller runs
+//! in-process with the nested-macvlan driver, scoped to the test's namespace and cluster id; the pods are
+//! created by kubelet → containerd → kuryr-cni → kuryr-daemon, each a macvlan of its VM's eth0 carrying its
+//! VRRP MAC, and their traffic crosses real OVN.
+//!
+//! Checks: every pod reaches every other (inside the pods' own network namespaces, found through containerd);
+//! the IP kubelet reports is the KuryrPort's; scaling down removes the pods' interfaces, KuryrPorts, Neutron
+//! ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
+//! succeed; the remaining pods still reach each other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use kuryr_api::k8s_openapi::api::apps::v1::Deployment;
+use kuryr_api::kube::runtime::wait::{await_condition, conditions};
+use kuryr_api::{
+    crds, Api, Client, CustomResourceDefinition, DeleteParams, KuryrPort, ListParams, Namespace, Node,
+    ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt, VifType,
+};
+use kuryr_controller::runtime::{run, Runtime};
+use kuryr_controller::Config;
+use kuryr_openstack::neutron::ports;
+use kuryr_openstack::neutron::Filter;
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::Lab;
+use serde_json::json;
+
+const KUBELET_LABEL: &str = "kuryr.lab/kubelet=true";
+const REPLICAS: usize = 4;
+const KEEP: usize = 2;
+/// Generous bounds; what is asserted is what happens, not how fast.
+const RUNNING_TIMEOUT: Duration = Duration::from_secs(240);
+/// kubelet removes a stopped sandbox (the second DEL) in its container GC, once a minute.
+const SECOND_DEL_TIMEOUT: Duration = Duration::from_secs(150);
+const PING_TRIES: usize = 15;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
+        )
+        .with_test_writer()
+        .try_init();
+    let client = lab.kube_client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let knodes: Vec<String> = nodes
+        .list(&ListParams::default().labels(KUBELET_LABEL))
+        .await?
+        .items
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .map(|n| n.name_any())
+        .collect();
+    ensure!(
+        knodes.len() >= 2,
+        "this test needs two Ready kubelet nodes ({KUBELET_LABEL}), found {knodes:?}: run lab/lab up"
+    );
+    install_crds(&client).await?;
+    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
+        Some(lab.clouds_yaml.clone()),
+        lab.cloud.clone(),
+    ))
+    .await
+    .context("login to the lab cloud")?;
+    let run_id = format!("{:06x}", fastrand::u32(..0xff_ffff));
+    let ns = format!("kcni-kubelet-{run_id}");
+    let cluster_id = format!("kcni-kubelet-{run_id}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await?;
+    let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
+    config.namespace = Some(ns.clone());
+    config.vif_type = VifType::NestedMacvlan;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
+        let _ = stopped.await;
+    }));
+
+    let mut seen_ips = Vec::new();
+    let result = scenario(&lab, &client, &cloud, &ns, &cluster_id, &mut seen_ips).await;
+
+    // Cleanup whatever happened: the Deployment and its pods (kubelet stops them, the controller releases the
+    // ports), then anything tagged with our cluster id.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let _ = deployments.delete("pinger", &DeleteParams::foreground()).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < deadline && !pods.list(&ListParams::default()).await?.items.is_empty() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let ports_left = wait_ports(&cloud, &cluster_id, 0, Duration::from_secs(60)).await;
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(30), controller).await;
+    for p in ports::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&cluster_id))).await? {
+        let _ = ports::delete(&cloud, &p.id).await;
+    }
+    // Pairs of our pod IPs the controller did not get to (it was stopped, or failed) must not outlive us.
+    let pairs_left = remove_pairs(&lab, &seen_ips).await;
+    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    result?;
+    ports_left.context("the controller did not release every port after the Deployment was deleted")?;
+    pairs_left
+}
+
+/// Removes the VM ports' address pairs that carry one of `ips`.
+async fn remove_pairs(lab: &Lab, ips: &[String]) -> anyhow::Result<()> {
+    let raw = lab.cloud().await?;
+    for vm in &lab.vms {
+        let url = format!("{}/ports/{}", raw.neutron, vm.port_id);
+        let port = raw.get(&url).await?;
+        let pairs: Vec<serde_json::Value> =
+            serde_json::from_value(port["port"]["allowed_address_pairs"].clone()).unwrap_or_default();
+        let keep: Vec<&serde_json::Value> = pairs
+            .iter()
+            .filter(|p| !ips.iter().any(|ip| p["ip_address"] == ip.as_str()))
+            .collect();
+        if keep.len() != pairs.len() {
+            let (status, body) = raw
+                .call(
+                    reqwest::Method::PUT,
+                    &url,
+                    Some(json!({"port": {"allowed_address_pairs": keep}})),
+                )
+                .await?;
+            ensure!(
+                status == 200,
+                "removing leftover pairs from {}: {status} {body}",
+                vm.name
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn scenario(
+    lab: &Lab,
+    client: &Client,
+    cloud: &Cloud,
+    ns: &str,
+    cluster_id: &str,
+    seen_ips: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deploy: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "pinger"},
+        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "pinger"}},
+            "template": {"metadata": {"labels": {"app": "pinger"}},
+                "spec": {
+                    "nodeSelector": {"kuryr.lab/kubelet": "true"},
+                    "tolerations": [{"key": "kuryr.lab/kubelet", "operator": "Exists"}],
+                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "pinger"}}}],
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "bb", "image": "local.test/busybox:1", "imagePullPolicy": "Never",
+                        "command": ["sleep", "3600"]}]}}}
+    }))?;
+    deployments.create(&PostParams::default(), &deploy).await?;
+    let running = wait_running(client, ns, REPLICAS).await?;
+    seen_ips.extend(running.iter().map(|p| p.ip.clone()));
+    let on: BTreeSet<&str> = running.iter().map(|p| p.node.as_str()).collect();
+    ensure!(
+        on.len() >= 2,
+        "the pods were not spread over two kubelet nodes: {on:?}"
+    );
+
+    // The IP kubelet learnt from the CNI result is the KuryrPort's.
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    let mut macs = BTreeMap::new();
+    for p in &running {
+        let kp = kps.get(&p.name).await?;
+        let vif = kp
+            .status
+            .as_ref()
+            .and_then(|s| s.default_vif().map(|(_, v)| v.clone()))
+            .context("KuryrPort without VIF")?;
+        ensure!(
+            vif.vif_type == VifType::NestedMacvlan,
+            "{}: {:?}",
+            p.name,
+            vif.vif_type
+        );
+        ensure!(
+            vif.ips.first().map(|i| i.address.as_str()) == Some(p.ip.as_str()),
+            "{}: {vif:?}",
+            p.name
+        );
+        let mac = vif.vrrp_mac.clone().context("macvlan VIF without VRRP MAC")?;
+        ensure!(
+            nsenter(p.pid, &["ip", "-o", "link", "show", "eth0"])?.contains(&mac),
+            "{}: eth0 does not carry {mac}",
+            p.name
+        );
+        macs.insert(p.name.clone(), mac);
+    }
+    ping_matrix(&running)?;
+
+    // Scale down: the removed pods' sandboxes get two DELs each (StopPodSandbox, then RemovePodSandbox with
+    // no netns) and the controller releases their ports.
+    let keys_before = del_lines(lab, &running);
+    deployments
+        .patch(
+            "pinger",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": KEEP}})),
+        )
+        .await?;
+    let kept = wait_running(client, ns, KEEP).await?;
+    let kept_names: BTreeSet<&str> = kept.iter().map(|p| p.name.as_str()).collect();
+    let removed: Vec<&RunningPod> = running
+        .iter()
+        .filter(|p| !kept_names.contains(p.name.as_str()))
+        .collect();
+    ensure!(
+        removed.len() == REPLICAS - KEEP,
+        "kept {kept_names:?} of {running:?}"
+    );
+    wait_ports(cloud, cluster_id, KEEP, Duration::from_secs(90)).await?;
+    for p in &removed {
+        ensure!(
+            kps.get_opt(&p.name).await?.is_none(),
+            "KuryrPort of removed pod {} is still there",
+            p.name
+        );
+    }
+    // No address pair on the VM ports carries a removed pod's IP any more.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut paired = Vec::new();
+        for vm in &lab.vms {
+            let port = ports::get(cloud, &vm.port_id).await?;
+            for p in &removed {
+                if port.allowed_address_pairs.iter().any(|a| a.ip_address == p.ip) {
+                    paired.push(format!(
+                        "{} still pairs removed pod {}'s IP {}",
+                        vm.name, p.name, p.ip
+                    ));
+                }
+            }
+        }
+        if paired.is_empty() {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "{paired:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Their interfaces are gone from every namespace (the sandboxes' namespaces were deleted with them).
+    let all = Command::new("ip")
+        .args(["-all", "netns", "exec", "ip", "-o", "link"])
+        .output()?;
+    let all = String::from_utf8_lossy(&all.stdout);
+    for p in &removed {
+        ensure!(
+            !all.contains(&macs[&p.name]),
+            "{}'s macvlan {} is still somewhere",
+            p.name,
+            macs[&p.name]
+        );
+    }
+    // Both DELs of every removed sandbox succeeded.
+    let deadline = Instant::now() + SECOND_DEL_TIMEOUT;
+    loop {
+        let now = del_lines(lab, &removed.iter().map(|p| (*p).clone()).collect::<Vec<_>>());
+        let failed: Vec<&String> = now.iter().filter(|l| l.contains("failed")).collect();
+        ensure!(failed.is_empty(), "a DEL failed: {failed:?}");
+        let done_per_pod = |p: &RunningPod| {
+            now.iter()
+                .filter(|l| !keys_before.contains(*l) && l.contains(&format!("pod={}/{} ", p.ns, p.name)))
+                .count()
+        };
+        if removed.iter().all(|p| done_per_pod(p) >= 2) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "kubelet did not send both DELs for every removed pod within {SECOND_DEL_TIMEOUT:?}: {:?}",
+                removed
+                    .iter()
+                    .map(|p| (&p.name, done_per_pod(p)))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    ping_matrix(&kept)
+}
+
+#[derive(Clone, Debug)]
+struct RunningPod {
+    ns: String,
+    name: String,
+    node: String,
+    ip: String,
+    /// A process of the pod's container (its network namespace is the pod's).
+    pid: u32,
+}
+
+/// Waits until exactly `n` pods are Running with an IP and no pod is terminating; finds their PIDs.
+async fn wait_running(client: &Client, ns: &str, n: usize) -> anyhow::Result<Vec<RunningPod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + RUNNING_TIMEOUT;
+    loop {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let ready: Vec<&Pod> = list
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.status
+                        .as_ref()
+                        .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
+            })
+            .collect();
+        if ready.len() == n && list.len() == n {
+            let mut out = Vec::new();
+            for p in ready {
+                let status = p.status.as_ref().context("status")?;
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .context("node")?;
+                let cid = status
+                    .container_statuses
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .and_then(|c| c.container_id.clone())
+                    .context("container id")?;
+                let cid = cid.trim_start_matches("containerd://").to_string();
+                out.push(RunningPod {
+                    ns: ns.into(),
+                    name: p.name_any(),
+                    ip: status.pod_ip.clone().context("pod IP")?,
+                    pid: task_pid(&node, &cid)?,
+                    node,
+                });
+            }
+            return Ok(out);
+        }
+        if Instant::now() > deadline {
+            let phases: Vec<_> = list
+                .iter()
+                .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.phase.clone())))
+                .collect();
+            bail!("{n} pods not Running within {RUNNING_TIMEOUT:?}: {phases:?} (see the lab's kubelet and kuryr-daemon logs)");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The PID of a container's task, asked of the node's containerd.
+fn task_pid(node: &str, container: &str) -> anyhow::Result<u32> {
+    let sock = Lab::state_dir().join(format!("nodes/{node}/containerd.sock"));
+    let out = Command::new("ctr")
+        .args(["--address"])
+        .arg(&sock)
+        .args(["-n", "k8s.io", "tasks", "ls"])
+        .output()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(container)).then(|| f.next().and_then(|p| p.parse().ok()))?
+        })
+        .with_context(|| format!("containerd of {node} has no task {container}"))
+}
+
+fn nsenter(pid: u32, cmd: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-n", "--"])
+        .args(cmd)
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn pings(from: &RunningPod, ip: &str) -> bool {
+    (0..PING_TRIES).any(|_| {
+        Command::new("nsenter")
+            .args([
+                "-t",
+                &from.pid.to_string(),
+                "-n",
+                "--",
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "2",
+                ip,
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+fn ping_matrix(pods: &[RunningPod]) -> anyhow::Result<()> {
+    let mut failed = Vec::new();
+    for a in pods {
+        for b in pods {
+            if a.name != b.name && !pings(a, &b.ip) {
+                failed.push(format!(
+                    "{} ({}) -> {} ({}, {})",
+                    a.name, a.node, b.name, b.node, b.ip
+                ));
+            }
+        }
+    }
+    ensure!(failed.is_empty(), "no ping: {failed:?}");
+    Ok(())
+}
+
+/// The kuryr-daemon log lines about DELs of these pods, from their nodes' daemons.
+fn del_lines(lab: &Lab, pods: &[RunningPod]) -> Vec<String> {
+    let nodes: BTreeSet<&str> = pods.iter().map(|p| p.node.as_str()).collect();
+    let mut out = Vec::new();
+    for node in nodes {
+        let log = std::fs::read_to_string(lab.state_dir.join(format!("log/kuryr-daemon-{node}.log")))
+            .unwrap_or_default();
+        for l in log.lines() {
+            let ours = pods
+                .iter()
+                .any(|p| l.contains(&format!("pod={}/{} ", p.ns, p.name)));
+            if ours && l.contains("command=DEL") && (l.contains(" done ") || l.contains(" failed ")) {
+                out.push(l.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Waits until exactly `n` ports carry the cluster's tags.
+async fn wait_ports(cloud: &Cloud, cluster_id: &str, n: usize, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let have = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id)))
+            .await?
+            .len();
+        if have == n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{have} ports tagged for {cluster_id}, expected {n}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::crds() {
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply("kuryr-crd-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await??;
+    }
+    Ok(())
+}
