@@ -71,9 +71,9 @@ while read -r name ip node cid; do
 done < <(kubectl -n kuryr-demo get pods -l app=demo --field-selector=status.phase=Running \
   -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.status.containerStatuses[0].containerID}{"\n"}{end}')
 if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
-  printf '  %-24s' from\\to; for p in "${pods[@]}"; do set -- $p; printf '%-18s' "${1#demo-}"; done; echo
+  printf '  %-36s' from\\to; for p in "${pods[@]}"; do set -- $p; printf '%-18s' "${1#demo-}"; done; echo
   for a in "${pods[@]}"; do
-    set -- $a; printf '  %-24s' "$1 ($2)"; pid=$3
+    set -- $a; printf '  %-36s' "$1 ($2)"; pid=$3
     for b in "${pods[@]}"; do
       set -- $b
       if [ "$3" = "$pid" ]; then printf '%-18s' -; continue; fi
