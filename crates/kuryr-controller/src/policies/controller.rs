@@ -295,3 +295,50 @@ fn verdict(
         Verdict::Narrowed(narrowed.join("; "))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kuryr_core::policy::{PodKey, RejectedPolicy};
+
+    use super::*;
+
+    #[test]
+    fn each_policy_gets_the_verdict_of_what_neutron_does_with_it() {
+        let (bad, unexpressible, narrowed, fine) = (
+            PodKey::new("x", "bad"),
+            PodKey::new("x", "ipblock-named"),
+            PodKey::new("x", "to-web"),
+            PodKey::new("x", "fine"),
+        );
+        let invalid: BTreeMap<_, _> = [(bad.clone(), PolicyError::InvalidCidr("10.0.0.1/8".into()))].into();
+        let compiled = CompiledPolicy {
+            rejected: vec![RejectedPolicy {
+                policy: unexpressible.clone(),
+                error: PolicyError::UnsupportedPeer("named port to an ipBlock".into()),
+            }],
+            narrowings: vec![Narrowing::ServicePartiallyAllowed {
+                policy: narrowed.clone(),
+                service: PodKey::new("x", "web"),
+                port: 80,
+            }],
+            ..CompiledPolicy::default()
+        };
+        assert!(matches!(
+            verdict(&bad, &invalid, &compiled),
+            Verdict::FailedClosed { reason: "InvalidPolicy", ref message } if message.contains("nothing allowed")
+        ));
+        assert!(matches!(
+            verdict(&unexpressible, &invalid, &compiled),
+            Verdict::FailedClosed {
+                reason: "NotExpressible",
+                ..
+            }
+        ));
+        assert!(
+            matches!(verdict(&narrowed, &invalid, &compiled), Verdict::Narrowed(ref m) if m.contains("x/web port 80"))
+        );
+        assert_eq!(verdict(&fine, &invalid, &compiled), Verdict::Enforced);
+    }
+}
