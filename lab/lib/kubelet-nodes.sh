@@ -185,7 +185,7 @@ EOC
 }
 
 # All processes (by /proc) whose command line names FILE: the shims a containerd started carry its socket path.
-pids_naming() { local p; for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"; done; true; }
+pids_naming() { local p; for p in /proc/[0-9]*; do { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"; done; true; }
 
 cmd_down() {
   [ -d "$N" ] || exit 0
@@ -193,9 +193,15 @@ cmd_down() {
   local node d
   for d in "$N"/kubelet-*/; do
     [ -d "$d" ] || continue
-    node=$(basename "$d")
+    d=${d%/}; node=$(basename "$d")
+    # No new pods for this node from here on (the scheduler skips a tainted node).
+    $KUBECTL taint node "$node" kuryr.lab/stopping=true:NoSchedule --overwrite >/dev/null 2>&1 || true
+  done
+  for d in "$N"/kubelet-*/; do
+    [ -d "$d" ] || continue
+    d=${d%/}; node=$(basename "$d")
     # Let the kubelet stop its pods properly (CNI DEL, netns removed) while everything still runs.
-    if running "kubelet-$node" && $KUBECTL get node "$node" >/dev/null 2>&1; then
+    if running "kubelet-$node"; then
       $KUBECTL delete pods -A --field-selector "spec.nodeName=$node" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
       waitfor "pods of $node stopped" 60 sh -c "[ -z \"\$(ctr --address $d/containerd.sock -n k8s.io tasks ls -q 2>/dev/null)\" ]" || true
     fi
@@ -203,7 +209,7 @@ cmd_down() {
   done
   for d in "$N"/kubelet-*/; do
     [ -d "$d" ] || continue
-    node=$(basename "$d")
+    d=${d%/}; node=$(basename "$d")
     for c in "kubelet-$node" "kuryr-daemon-$node"; do stop_one "$c"; done
     # anything still running in this containerd: kill the tasks, then containerd, then its shims
     local sock=$d/containerd.sock task
@@ -214,14 +220,17 @@ cmd_down() {
     fi
     stop_one "containerd-$node"
     for p in $(pids_naming "$sock"); do kill -KILL "$p" 2>/dev/null || true; done
+    sleep 0.5
     # mounts under the node's dirs (kubelet volumes, overlay rootfs, the shm of sandboxes), deepest first
-    awk -v d="$d" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    awk -v d="$d/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
     local cg; cg=$(cgroup_root "$node")
     for s in /sys/fs/cgroup/*/; do [ -d "$s$cg" ] && find "$s$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
   done
-  # sandbox namespaces the kubelets could not clean (CNI netns whose pause process is gone)
+  # sandbox namespaces the kubelets could not clean: empty CNI netns that one of our containerds recorded
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do
-    [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && grep -qs "$ns" "$N"/*/containerd/state/io.containerd.grpc.v1.cri/sandboxes/*/* 2>/dev/null && ip netns del "$ns"
+    if [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && grep -rqsa -- "$ns" "$N"/*/containerd/root/io.containerd.metadata.v1.bolt/; then
+      ip netns del "$ns" || true
+    fi
   done
   rm -rf "$N" /var/lib/kubelet/device-plugins /var/log/pods /var/log/containers
   rmdir /var/lib/kubelet 2>/dev/null || true
@@ -232,9 +241,10 @@ stop_one() { # NAME: TERM the recorded process group, KILL after 10 s
   local f pid i; f=$(pidfile "$1"); [ -f "$f" ] || return 0
   pid=$(cat "$f")
   if ours "$1"; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$f" "$f.start"
 }
