@@ -3,7 +3,8 @@
 # Octavia, worker "VMs" as network namespaces, two of them real nodes with containerd + kubelet + kuryr-daemon),
 # installs the kuryr-rs CRDs, runs kuryr-controller against it, applies the sample workload in examples/ (pods
 # created by kubelet → containerd → kuryr-cni → kuryr-daemon) and prints pod → Neutron port → VLAN/IP → node,
-# then a ping matrix between the pods (through real OVN) and between the VMs. Idempotent: a second run reuses
+# each Service's Octavia load balancer (listeners, members, floating IP), then a ping matrix between the pods
+# (through real OVN) and between the VMs. Idempotent: a second run reuses
 # the running lab, controller and workload.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -30,7 +31,9 @@ cargo build -q --locked -p kuryr-controller
 bin=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug/kuryr-controller
 args=(--kubeconfig "$KUBECONFIG" --clouds-yaml "$OS_CLIENT_CONFIG_FILE" --os-cloud "$OS_CLOUD" --cluster-id kuryr-lab
   --pod-subnet "$(jq -r .pod_subnet_id "$KURYR_LAB_STATE/lab.json")" --vif-driver "$driver" --namespace kuryr-demo
-  --metrics-addr 127.0.0.1:28082)
+  --metrics-addr 127.0.0.1:28082
+  --service-subnet "$(jq -r .service_subnet_id "$KURYR_LAB_STATE/lab.json")"
+  --external-network "$(jq -r .external_network_id "$KURYR_LAB_STATE/lab.json")" --lb-provider ovn)
 # A controller started with other settings (an older demo) is replaced.
 if running kuryr-controller && [ "$(cat "$LAB_STATE/pids/kuryr-controller.args" 2>/dev/null)" != "${args[*]}" ]; then
   pid=$(cat "$(pidfile kuryr-controller)"); kill "$pid"; waitfor "old kuryr-controller to exit" 30 sh -c "! kill -0 $pid"
@@ -60,6 +63,12 @@ echo
 echo "== pod → Neutron port → VLAN/IP → node (KuryrPort status; the IP kubelet reports came from kuryr-cni)"
 kubectl -n kuryr-demo get kuryrports -o custom-columns='POD:.metadata.name,NODE:.spec.podNodeName,NEUTRON-PORT:.status.vifs.eth0.vif.portId,TYPE:.status.vifs.eth0.vif.type,VLAN:.status.vifs.eth0.vif.vlanId,IP:.status.vifs.eth0.vif.ips[0].address,MAC:.status.vifs.eth0.vif.mac,VRRP-MAC:.status.vifs.eth0.vif.vrrpMac,ACTIVE:.status.vifs.eth0.vif.active' | sed 's/^/  /'
 kubectl -n kuryr-demo get pods -l app=demo -o custom-columns='POD:.metadata.name,STATUS:.status.phase,POD-IP:.status.podIP,NODE:.spec.nodeName' | sed 's/^/  /'
+echo
+echo "== Services → Octavia load balancers (ovn provider; VIP = clusterIP, members = the Ready pods)"
+lbs_ready() { [ "$(kubectl -n kuryr-demo get kuryrloadbalancers -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 2 ]; }
+waitfor "2 KuryrLoadBalancers Ready" 180 lbs_ready || echo "  load balancers not Ready yet; see $LAB_STATE/log/kuryr-controller.log"
+kubectl -n kuryr-demo get kuryrloadbalancers -o custom-columns='SERVICE:.metadata.name,TYPE:.spec.type,VIP:.status.loadbalancer.ip,LB:.status.loadbalancer.id,PROVIDER:.status.loadbalancer.provider,STATUS:.status.loadbalancer.provisioning_status,LISTENERS:.status.listeners[*].name,MEMBERS:.status.members[*].ip,FLOATING-IP:.status.service_pub_ip_info.ip_addr' | sed 's/^/  /'
+kubectl -n kuryr-demo get services -o wide | sed 's/^/  /'
 echo
 echo "== ping matrix between the pods (inside each pod's network namespace, through OVN)"
 # A pod's namespace is its container's: the task PID comes from the node's containerd.

@@ -244,20 +244,32 @@ impl Context {
         action: &str,
         note: String,
     ) {
-        let ev = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, obj).await {
-            tracing::warn!(
-                error = &e as &dyn std::error::Error,
-                reason,
-                "cannot publish Event"
-            );
-        }
+        publish(&self.recorder, obj, type_, reason, action, note).await;
+    }
+}
+
+/// Publishes an Event about `obj` through `recorder`; a failure is only logged.
+pub async fn publish(
+    recorder: &Recorder,
+    obj: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, obj).await {
+        tracing::warn!(
+            error = &e as &dyn std::error::Error,
+            reason,
+            "cannot publish Event"
+        );
     }
 }
 

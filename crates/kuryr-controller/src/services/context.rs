@@ -6,14 +6,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::{Endpoints, KuryrLoadBalancer, ObjectReference};
 use kuryr_openstack::Cloud;
 
 use super::ServicesConfig;
-use crate::context::{poll_delay, retry_delay, REPORTER};
+use crate::context::{poll_delay, publish, retry_delay, REPORTER};
 use crate::metrics::Metrics;
 
 pub struct LbContext {
@@ -207,19 +207,6 @@ impl LbContext {
         action: &str,
         note: String,
     ) {
-        let ev = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, obj).await {
-            tracing::warn!(
-                error = &e as &dyn std::error::Error,
-                reason,
-                "cannot publish Event"
-            );
-        }
+        publish(&self.recorder, obj, type_, reason, action, note).await;
     }
 }

@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use futures::future::try_join_all;
-use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec, ServicePort, ServiceSpec};
+use kuryr_api::k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::{
-    crds, Api, Client, CustomResourceDefinition, DeleteParams, Event, KuryrLoadBalancer, ListParams,
-    Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt, Service,
+    Api, Client, DeleteParams, Event, KuryrLoadBalancer, ListParams, ObjectMeta, Patch, PatchParams, Pod,
+    PostParams, ResourceExt, Service,
 };
 use kuryr_cloudsim::profile::Dist;
 use kuryr_cloudsim::{Profile, Sim, SimHandle};
@@ -27,7 +26,7 @@ use kuryr_openstack::neutron::subnets::{self, AllocationPool, CreateSubnet};
 use kuryr_openstack::neutron::{floating_ips, networks, Filter};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
-use lab_tests::Lab;
+use lab_tests::{cluster, Lab};
 use serde_json::json;
 
 pub const WAIT: Duration = Duration::from_secs(180);
@@ -216,22 +215,11 @@ impl Harness {
             .with_test_writer()
             .try_init();
         let client = lab.kube_client().await?;
-        install_crds(&client).await?;
+        cluster::install_crds(&client).await?;
         let run_id = format!("{:08x}", fastrand::u32(..));
         let ns = format!("svc-{}-{run_id}", backend.kind);
         let cluster_id = format!("svctest-{}-{run_id}", backend.kind);
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(ns.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    ..Namespace::default()
-                },
-            )
-            .await?;
+        cluster::create_namespace(&client, &ns).await?;
         let mut config = Config::new(&cluster_id, &backend.pod_subnet_id);
         config.namespace = Some(ns.clone());
         config.project_id = backend.project_id.clone();
@@ -290,52 +278,75 @@ impl Harness {
         Ok(loadbalancers::list(&self.backend.check, vec![("tags".into(), self.owner_filter())]).await?)
     }
 
-    /// Cleans up after a failure, stops the controller, deletes the namespace.
+    /// Stops the controller, cleans up after a failure (it would put finalizers back if still running),
+    /// deletes the pods (grace 0: no kubelet confirms) and the namespace.
     pub async fn finish(self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        let stopped = tokio::time::timeout(Duration::from_secs(30), self.task).await;
         if result.is_err() {
             let strip = json!({"metadata": {"finalizers": null}});
-            for s in self
-                .services()
+            let (svcs, klbs) = (
+                Api::<Service>::namespaced(self.client.clone(), &self.ns),
+                Api::<KuryrLoadBalancer>::namespaced(self.client.clone(), &self.ns),
+            );
+            for s in svcs
                 .list(&ListParams::default())
                 .await
                 .map(|l| l.items)
                 .unwrap_or_default()
             {
-                let _ = self
-                    .services()
+                let _ = svcs
                     .patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
                     .await;
             }
-            for k in self
-                .klbs()
+            for k in klbs
                 .list(&ListParams::default())
                 .await
                 .map(|l| l.items)
                 .unwrap_or_default()
             {
-                let _ = self
-                    .klbs()
+                let _ = klbs
                     .patch(&k.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
                     .await;
             }
-            for lb in self.tagged_lbs().await.unwrap_or_default() {
-                let _ = loadbalancers::delete(&self.backend.check, &lb.id, true).await;
+            let check = &self.backend.check;
+            let tags = vec![(
+                "tags".to_owned(),
+                Owner::cluster_filter(&self.cluster_id).join(","),
+            )];
+            for lb in loadbalancers::list(check, tags).await.unwrap_or_default() {
+                // A pending LB refuses the delete: wait it out (bounded) so nothing is left.
+                let opts = kuryr_openstack::WaitOptions {
+                    timeout: Duration::from_secs(120),
+                    ..Default::default()
+                };
+                let _ = kuryr_openstack::waiter::wait_lb_active(check, &lb.id, &opts).await;
+                let _ = loadbalancers::delete(check, &lb.id, true).await;
             }
             let fips = floating_ips::list(
-                &self.backend.check,
+                check,
                 Filter::new().tags(&Owner::cluster_filter(&self.cluster_id)),
             )
             .await
             .unwrap_or_default();
             for f in fips {
-                let _ = floating_ips::delete(&self.backend.check, &f.id).await;
+                let _ = floating_ips::delete(check, &f.id).await;
             }
         }
-        let _ = self.stop.send(());
-        let stopped = tokio::time::timeout(Duration::from_secs(30), self.task).await;
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.ns, &DeleteParams::default())
-            .await;
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        for p in pods
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let _ = pods.delete(&p.name_any(), &dp).await;
+        }
+        cluster::delete_namespace(&self.client, &self.ns).await;
         result?;
         match stopped {
             Ok(Ok(Ok(()))) => Ok(()),
@@ -453,23 +464,9 @@ impl Harness {
 }
 
 pub fn mk_pod(name: &str, labels: &[(&str, &str)]) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some("vm1".into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("registry.k8s.io/pause:3.9".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
+    let mut pod = cluster::scheduled_pod(name, "vm1");
+    pod.metadata.labels = Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect());
+    pod
 }
 
 /// `ports`: (name, port, protocol, targetPort). `selector` None: selector-less.
@@ -507,26 +504,6 @@ pub fn mk_service(
 pub fn pod_ips(n: usize) -> Vec<String> {
     let third = 20 + fastrand::u8(..40);
     (0..n).map(|i| format!("198.18.{third}.{}", 10 + i)).collect()
-}
-
-pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds::crds() {
-        let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply("kuryr-crd-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await??;
-    }
-    Ok(())
 }
 
 /// Listener, pool and member counts in the status.
