@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use kuryr_bench::record::{Implementation, Record, Run, Scenario, SCHEMA_VERSION};
 use kuryr_bench::scenarios::burst::{self, BurstOpts};
 use kuryr_bench::scenarios::churn::{self, ChurnOpts};
+use kuryr_bench::scenarios::datapath::{self, DatapathOpts};
 use kuryr_bench::scenarios::scale::{self, ScaleOpts};
 use kuryr_bench::session::{self, CloudKind, Settings, Spec};
 use kuryr_bench::{kubeenv, machine, report};
@@ -72,6 +73,13 @@ struct RunArgs {
     scale_pods: usize,
     #[arg(long, default_value_t = 2_000)]
     scale_services: usize,
+    /// datapath: seconds per iperf3 / sockperf run, runs per (path, message size), message sizes.
+    #[arg(long, default_value_t = 3)]
+    datapath_seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    datapath_reps: usize,
+    #[arg(long, value_delimiter = ',', default_value = "64,256,1024,4096,16384")]
+    datapath_sizes: Vec<usize>,
     /// Per-wait timeout in seconds.
     #[arg(long, default_value_t = 900)]
     timeout_s: u64,
@@ -108,7 +116,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Cleanup => {
             let client = Lab::load()?.kube_client().await?;
-            kubeenv::cleanup_all(&client).await
+            kubeenv::cleanup_all(&client).await?;
+            datapath::cleanup(&Lab::load()?).await
         }
         Cmd::Proxy { namespace } => {
             let client = Lab::load()?.kube_client().await?;
@@ -139,9 +148,6 @@ fn not_built(s: Scenario) -> &'static str {
              services scenario could be written and run (Services x 5 endpoints + rolling update); see docs/BENCHMARKS.md"
         }
         Scenario::CniAdd => "not measured: no CNI ADD benchmark from the CNI work was in main to reuse",
-        Scenario::Datapath => {
-            "not measured: the datapath scenario (iperf3 between netns on OVN vs VXLAN overlay) is not built yet"
-        }
         _ => "not measured",
     }
 }
@@ -238,6 +244,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
             Scenario::Burst => burst_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Churn => churn_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Scale => scale_all(&settings, &a, &impls, timeout, &mut sink).await?,
+            Scenario::Datapath => datapath_all(&settings, &a, &impls, &mut sink).await?,
             other => {
                 for i in &impls {
                     sink(Record::not_run(other, *i, "cloudsim", not_built(other)))?;
@@ -390,6 +397,39 @@ async fn scale_all(
             },
         )
         .await)?;
+    }
+    Ok(())
+}
+
+async fn datapath_all(
+    s: &Settings,
+    a: &RunArgs,
+    impls: &[Implementation],
+    out: &mut Sink<'_>,
+) -> anyhow::Result<()> {
+    for &implementation in impls {
+        if implementation == Implementation::Upstream {
+            out(Record::not_run(
+                Scenario::Datapath,
+                implementation,
+                "lab",
+                "not run for upstream: the datapath compares the wiring (pods on the cloud network vs an overlay \
+                 in the VMs), which upstream's nested drivers build the same way as kuryr-rs",
+            ))?;
+            continue;
+        }
+        let o = DatapathOpts {
+            sizes: a.datapath_sizes.clone(),
+            seconds: a.datapath_seconds,
+            reps: a.datapath_reps,
+        };
+        eprintln!(
+            "datapath: sizes {:?}, {} x {} s per figure",
+            o.sizes, o.reps, o.seconds
+        );
+        for r in datapath::run(&s.lab, &o).await {
+            out(r)?;
+        }
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::record::{Implementation, Record, Run};
+use crate::record::{Implementation, Record, Run, Scenario};
 use crate::stats::ratio;
 
 fn fmt(v: Option<f64>) -> String {
@@ -45,7 +45,9 @@ pub fn side_by_side(run: &Run) -> String {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|");
     let mut keys: Vec<(&str, &str)> = Vec::new();
-    for r in &run.records {
+    // Datapath figures are not controller figures: they get their own table below.
+    let datapath = |r: &Record| r.scenario == Scenario::Datapath && r.variant.starts_with("lab/");
+    for r in run.records.iter().filter(|r| !datapath(r)) {
         let k = (r.scenario.name(), r.variant.as_str());
         if !keys.contains(&k) {
             keys.push(k);
@@ -86,6 +88,7 @@ pub fn side_by_side(run: &Run) -> String {
     let notes: Vec<String> = run
         .records
         .iter()
+        .filter(|r| !datapath(r))
         .filter_map(|r| {
             r.note.as_ref().map(|n| {
                 let who = match r.implementation {
@@ -98,6 +101,13 @@ pub fn side_by_side(run: &Run) -> String {
         .collect();
     if !notes.is_empty() {
         let _ = writeln!(out, "\nNotes:\n\n{}", notes.join("\n"));
+    }
+    let dp = crate::scenarios::datapath::table(run);
+    if !dp.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nDatapath (pods on OVN vs VXLAN overlay over OVN, two lab VMs):\n\n{dp}"
+        );
     }
     out
 }

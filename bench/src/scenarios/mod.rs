@@ -1,3 +1,4 @@
 pub mod burst;
 pub mod churn;
+pub mod datapath;
 pub mod scale;
