@@ -112,6 +112,10 @@ cmd_up() {
   mkdir -p "$N/cni-bin"
   ln -sfn "$TARGET/kuryr-cni" "$N/cni-bin/kuryr-cni"
   ln -sfn /usr/lib/cni/loopback "$N/cni-bin/loopback"   # containerd runs loopback itself
+  # The daemons watch KuryrPorts: on a fresh lab their CRD must exist before they can become ready.
+  $KUBECTL apply -f "$REPO_DIR/deploy/crds/" >/dev/null || die "kubelet nodes: installing the kuryr CRDs failed"
+  $KUBECTL wait --for condition=established --timeout=60s -f "$REPO_DIR/deploy/crds/" >/dev/null \
+    || die "kubelet nodes: the kuryr CRDs were not established"
   local token; token=$(cat "$S/k8s/admin.token")
   local idx node vm ns ip port d
   while read -r idx node vm ns ip port; do
