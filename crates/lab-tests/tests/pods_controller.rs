@@ -17,24 +17,26 @@ use futures::future::try_join_all;
 use kuryr_api::k8s_openapi::api::core::v1::{Container, PodSpec};
 use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::{
-    crds, finalizers, labels, Api, Client, CustomResourceDefinition, DeleteParams, Event, KuryrPort,
-    ListParams, Namespace, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
+    crds, finalizers, labels, Api, Client, ConditionStatus, CustomResourceDefinition, DeleteParams, Event,
+    KuryrPort, ListParams, Namespace, Node, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
 };
-use kuryr_cloudsim::{FaultRule, Profile, Sim, SimHandle};
+use kuryr_cloudsim::{FaultRule, Faults, Profile, Sim, SimHandle};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
 use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
+use kuryr_openstack::neutron::quotas::{self, Quota};
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
 use kuryr_openstack::neutron::trunks::{self, CreateTrunk};
 use kuryr_openstack::neutron::{networks, Filter};
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
 use lab_tests::Lab;
 
-const PODS_PER_VM: usize = 2;
+/// Pods of the scenario, spread round-robin over the VMs (issue: 50 pods over 3 nodes).
+const PODS: usize = 50;
 const CRD_MANAGER: &str = "kuryr-crd-test";
 /// Generous upper bounds for the waits; the assertions are about what happens, not how fast.
-const WIRE_TIMEOUT: Duration = Duration::from_secs(120);
-const GONE_TIMEOUT: Duration = Duration::from_secs(120);
+const WIRE_TIMEOUT: Duration = Duration::from_secs(420);
+const GONE_TIMEOUT: Duration = Duration::from_secs(420);
 const ACTIVE_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
@@ -99,6 +101,7 @@ struct Harness {
     cloud: Cloud,
     ns: String,
     cluster_id: String,
+    subnet_id: String,
     stop: tokio::sync::oneshot::Sender<()>,
     controller: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -150,6 +153,7 @@ impl Harness {
             cloud,
             ns,
             cluster_id,
+            subnet_id: subnet_id.to_owned(),
             stop,
             controller,
         })
@@ -186,13 +190,13 @@ async fn scenario(
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
 
     // Create the pods, spread over the VMs.
+    let nodes: Vec<&String> = trunks.keys().collect();
     let mut created = HashMap::new();
-    for node in trunks.keys() {
-        for i in 0..PODS_PER_VM {
-            let name = format!("{node}-pod{i}");
-            pods.create(&PostParams::default(), &mk_pod(&name, node)).await?;
-            created.insert(name, (node.clone(), Instant::now()));
-        }
+    for i in 0..PODS {
+        let node = nodes[i % nodes.len()];
+        let name = format!("{node}-pod{i}");
+        pods.create(&PostParams::default(), &mk_pod(&name, node)).await?;
+        created.insert(name, (node.clone(), Instant::now()));
     }
 
     // Every KuryrPort reaches Ready with an ACTIVE port.
@@ -615,5 +619,203 @@ async fn wait_wired(kps: &Api<KuryrPort>, name: &str) -> anyhow::Result<kuryr_ap
             "{name} not wired within {WIRE_TIMEOUT:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Bad input on the pod path (cloudsim): a pod on a Node whose VM port has no trunk, the port quota used
+/// up, Neutron answering 503, and a subnet with no address left. Each failing pod's KuryrPort gets a
+/// `Ready=False` condition and a Warning Event naming the reason, a healthy pod next to it is wired
+/// meanwhile, each recovers once the cause is gone, and nothing tagged is left at the end.
+#[tokio::test]
+async fn bad_input_gets_an_event_and_a_condition_and_the_rest_is_served_on_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let sim = SimCloud::start(&lab).await?;
+    // Pods take their addresses from a /28 beside the VMs' subnet, so it can be used up.
+    let network_id = subnets::get(&sim.cloud, &sim.subnet_id).await?.network_id;
+    let small = subnets::create(
+        &sim.cloud,
+        &CreateSubnet::v4(&network_id, "198.18.100.0/28"),
+        &[],
+    )
+    .await?;
+    let h = Harness::start(&lab, "bad", sim.cloud.clone(), &small.id, None).await?;
+    let result = bad_input(&h, &sim, &network_id).await;
+    let result = h.finish(result).await;
+    drop(sim.handle);
+    result
+}
+
+async fn bad_input(h: &Harness, sim: &SimCloud, network_id: &str) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), &h.ns);
+    let kps: Api<KuryrPort> = Api::namespaced(h.client.clone(), &h.ns);
+
+    // 1. A Node whose VM port exists but carries no trunk.
+    let vm_port = ports::create(
+        &h.cloud,
+        &CreatePort {
+            name: Some("no-trunk-vm".into()),
+            fixed_ips: vec![FixedIpRequest {
+                subnet_id: Some(sim.subnet_id.clone()),
+                ip_address: None,
+            }],
+            device_owner: Some("compute:nova".into()),
+            binding_host_id: Some("lab-hv1".into()),
+            ..CreatePort::on_network(network_id)
+        },
+    )
+    .await?;
+    let vm_ip = vm_port
+        .fixed_ips
+        .first()
+        .map(|f| f.ip_address.clone())
+        .context("VM port without IP")?;
+    let node_name = format!("{}-notrunk", h.ns);
+    let nodes: Api<Node> = Api::all(h.client.clone());
+    nodes
+        .create(&PostParams::default(), &bare_node(&node_name, &vm_ip))
+        .await?;
+    let result = async {
+        pods.create(&PostParams::default(), &mk_pod("no-trunk", &node_name))
+            .await?;
+        pods.create(&PostParams::default(), &mk_pod("beside-no-trunk", "vm1"))
+            .await?;
+        wait_wired(&kps, "beside-no-trunk").await?;
+        wait_refused(h, "no-trunk", "NoTrunkOnNode").await?;
+        pods.delete("no-trunk", &grace0()).await?;
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = nodes.delete(&node_name, &DeleteParams::default()).await;
+    result?;
+    ports::delete(&h.cloud, &vm_port.id).await?;
+
+    // 2. The port quota used up, then raised.
+    let project = h.cloud.project_id().context("token without project")?;
+    let used = ports::list(&h.cloud, Filter::new()).await?.len() as i64;
+    quotas::update(&h.cloud, &project, &Quota::from([("port".to_owned(), used)])).await?;
+    pods.create(&PostParams::default(), &mk_pod("over-quota", "vm2"))
+        .await?;
+    wait_refused(h, "over-quota", "OverQuota").await?;
+    quotas::reset(&h.cloud, &project).await?;
+    wait_wired(&kps, "over-quota").await?;
+
+    // 3. Neutron down (every Neutron call answered 503), then back.
+    sim.handle.add_fault(FaultRule {
+        op: "neutron.*".into(),
+        status: Some(503),
+        ..FaultRule::default()
+    });
+    pods.create(&PostParams::default(), &mk_pod("neutron-down", "vm3"))
+        .await?;
+    wait_refused(h, "neutron-down", "NeutronUnavailable").await?;
+    sim.handle.set_faults(Faults::default());
+    wait_wired(&kps, "neutron-down").await?;
+
+    // 4. Every address of the subnet taken: a pod waits with SubnetFull and is wired once one is freed.
+    let mut hog = Vec::new();
+    let on_small = CreatePort {
+        fixed_ips: vec![FixedIpRequest {
+            subnet_id: Some(h.subnet_id.clone()),
+            ip_address: None,
+        }],
+        ..CreatePort::on_network(network_id)
+    };
+    loop {
+        match ports::create(&h.cloud, &on_small).await {
+            Ok(p) => hog.push(p.id),
+            Err(e) if e.api().is_some_and(|a| a.code == "IpAddressGenerationFailure") => break,
+            Err(e) => return Err(e.into()),
+        }
+        ensure!(hog.len() <= 16, "a /28 never ran out of addresses");
+    }
+    pods.create(&PostParams::default(), &mk_pod("subnet-full", "vm1"))
+        .await?;
+    wait_refused(h, "subnet-full", "SubnetFull").await?;
+    let freed = hog.pop().context("no address was taken")?;
+    ports::delete(&h.cloud, &freed).await?;
+    wait_wired(&kps, "subnet-full").await?;
+    for id in hog {
+        ports::delete(&h.cloud, &id).await?;
+    }
+
+    // Everything goes with nothing left.
+    for pod in pods.list(&ListParams::default()).await? {
+        pods.delete(&pod.name_any(), &grace0()).await?;
+    }
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    while !pods.list(&ListParams::default()).await?.items.is_empty()
+        || !kps.list(&ListParams::default()).await?.items.is_empty()
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "pods or KuryrPorts left after {GONE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tagged = ports::list(
+        &h.cloud,
+        Filter::new().tags(&Owner::cluster_filter(&h.cluster_id)),
+    )
+    .await?;
+    ensure!(tagged.is_empty(), "{} tagged ports left", tagged.len());
+    for (node, trunk) in &sim.trunks {
+        ensure!(
+            trunks::get(&h.cloud, trunk).await?.sub_ports.is_empty(),
+            "subports left on {node}'s trunk"
+        );
+    }
+    Ok(())
+}
+
+fn grace0() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    }
+}
+
+/// A Ready Node with `ip` as its InternalIP (no kubelet behind it).
+fn bare_node(name: &str, ip: &str) -> Node {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+    }))
+    .unwrap_or_default()
+}
+
+/// Waits until `name`'s KuryrPort says `Ready=False` with `reason` and a Warning Event with that reason
+/// is recorded for it.
+async fn wait_refused(h: &Harness, name: &str, reason: &str) -> anyhow::Result<()> {
+    let kps: Api<KuryrPort> = Api::namespaced(h.client.clone(), &h.ns);
+    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
+    let deadline = Instant::now() + WIRE_TIMEOUT;
+    loop {
+        let condition = kps.get_opt(name).await?.and_then(|kp| {
+            kp.status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.status == ConditionStatus::False)
+        });
+        let event = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .any(|e| {
+                e.involved_object.name.as_deref() == Some(name)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some(reason)
+            });
+        if event && condition.as_ref().is_some_and(|c| c.reason == reason) {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{name}: no Ready=False/{reason} condition and Warning Event within {WIRE_TIMEOUT:?} \
+             (condition: {condition:?}, event: {event})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
