@@ -19,6 +19,7 @@ use kuryr_api::kube::runtime::wait::{await_condition, conditions};
 use kuryr_api::{
     crds, finalizers, labels, Api, Client, ConditionStatus, CustomResourceDefinition, DeleteParams, Event,
     KuryrPort, ListParams, Namespace, Node, ObjectMeta, Patch, PatchParams, Pod, PostParams, ResourceExt,
+    VifType,
 };
 use kuryr_cloudsim::{FaultRule, Faults, Profile, Sim, SimHandle};
 use kuryr_controller::runtime::{run, Runtime};
@@ -114,6 +115,18 @@ impl Harness {
         subnet_id: &str,
         project_id: Option<String>,
     ) -> anyhow::Result<Harness> {
+        Self::start_with(lab, kind, cloud, subnet_id, project_id, |_| {}).await
+    }
+
+    /// [`Harness::start`] with `configure` applied to the controller's settings last.
+    async fn start_with(
+        lab: &Lab,
+        kind: &str,
+        cloud: Cloud,
+        subnet_id: &str,
+        project_id: Option<String>,
+        configure: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<Harness> {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -144,6 +157,7 @@ impl Harness {
         config.project_id = project_id;
         // The per-pod path (a port of its own, deleted with the pod); pools: tests/pod_pools.rs.
         config.pools_enabled = false;
+        configure(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
             let _ = stopped.await;
@@ -632,12 +646,7 @@ async fn bad_input_gets_an_event_and_a_condition_and_the_rest_is_served_on_cloud
     let sim = SimCloud::start(&lab).await?;
     // Pods take their addresses from a /28 beside the VMs' subnet, so it can be used up.
     let network_id = subnets::get(&sim.cloud, &sim.subnet_id).await?.network_id;
-    let small = subnets::create(
-        &sim.cloud,
-        &CreateSubnet::v4(&network_id, "198.18.100.0/28"),
-        &[],
-    )
-    .await?;
+    let small = subnets::create(&sim.cloud, &CreateSubnet::v4(&network_id, "198.18.100.0/28"), &[]).await?;
     let h = Harness::start(&lab, "bad", sim.cloud.clone(), &small.id, None).await?;
     let result = bad_input(&h, &sim, &network_id).await;
     let result = h.finish(result).await;
@@ -818,4 +827,109 @@ async fn wait_refused(h: &Harness, name: &str, reason: &str) -> anyhow::Result<(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// nested-macvlan pairs every pod's IP with a VRRP MAC on its VM's port. Neutron's `If-Match` check is not
+/// atomic with the update (two pairings in flight at once both passed on the lab's ML2/OVN, leaving OVN's
+/// port security with one pair), so the controller writes one VM port's pairs one at a time: six pods on
+/// one VM at once, each write held 300 ms by cloudsim, must give six writes that never overlap and end
+/// with all six pairs, each its own VRRP MAC.
+#[tokio::test]
+async fn macvlan_pairs_of_one_vm_port_are_written_one_at_a_time_on_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let sim = SimCloud::start(&lab).await?;
+    let h = Harness::start_with(&lab, "pairs", sim.cloud.clone(), &sim.subnet_id, None, |c| {
+        c.vif_type = VifType::NestedMacvlan;
+    })
+    .await?;
+    let result = one_writer_per_vm_port(&h, &sim).await;
+    let result = h.finish(result).await;
+    drop(sim.handle);
+    result
+}
+
+async fn one_writer_per_vm_port(h: &Harness, sim: &SimCloud) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), &h.ns);
+    let kps: Api<KuryrPort> = Api::namespaced(h.client.clone(), &h.ns);
+    let vm_port = ports::list(&h.cloud, Filter::new().eq("name", "vm1"))
+        .await?
+        .into_iter()
+        .next()
+        .context("vm1's port")?;
+    sim.handle.add_fault(FaultRule {
+        op: "neutron.ports.update".into(),
+        hold_ms: Some(300),
+        ..FaultRule::default()
+    });
+    let names: Vec<String> = (0..6).map(|i| format!("paired-{i}")).collect();
+    try_join_all(names.iter().map(|n| {
+        let (pods, pod) = (pods.clone(), mk_pod(n, "vm1"));
+        async move { pods.create(&PostParams::default(), &pod).await }
+    }))
+    .await?;
+    let mut ips = BTreeSet::new();
+    for n in &names {
+        let vif = wait_wired(&kps, n).await?;
+        ips.insert(vif.ips.first().map(|i| i.address.clone()).context("IP")?);
+    }
+    sim.handle.set_faults(Faults::default());
+
+    let path = format!("ports/{}", vm_port.id);
+    let mut writes: Vec<(chrono::DateTime<chrono::FixedOffset>, f64)> = sim
+        .handle
+        .calls_matching("neutron.ports.update")
+        .into_iter()
+        .filter(|c| c.path.ends_with(&path))
+        .map(|c| Ok((chrono::DateTime::parse_from_rfc3339(&c.ts)?, c.latency_ms)))
+        .collect::<anyhow::Result<_>>()?;
+    writes.sort_by_key(|(t, _)| *t);
+    ensure!(
+        writes.len() >= names.len(),
+        "{} writes of vm1's pairs for {} pods",
+        writes.len(),
+        names.len()
+    );
+    for pair in writes.windows(2) {
+        let ((t0, ms0), (t1, _)) = (pair[0], pair[1]);
+        let end0 = t0 + chrono::Duration::microseconds((ms0 * 1000.0) as i64);
+        ensure!(
+            t1 >= end0,
+            "two writes of vm1's pairs overlapped: one from {t0} to {end0}, the next at {t1}"
+        );
+    }
+    let vm = ports::get(&h.cloud, &vm_port.id).await?;
+    let paired: BTreeSet<String> = vm
+        .allowed_address_pairs
+        .iter()
+        .map(|p| p.ip_address.clone())
+        .collect();
+    ensure!(
+        paired == ips,
+        "vm1's pairs {paired:?} are not the pods' IPs {ips:?}"
+    );
+    let macs: BTreeSet<_> = vm
+        .allowed_address_pairs
+        .iter()
+        .map(|p| p.mac_address.clone())
+        .collect();
+    ensure!(macs.len() == names.len(), "VRRP MACs not unique: {macs:?}");
+
+    for n in &names {
+        pods.delete(n, &grace0()).await?;
+    }
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    while !kps.list(&ListParams::default()).await?.items.is_empty() {
+        ensure!(
+            Instant::now() < deadline,
+            "KuryrPorts left after {GONE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let vm = ports::get(&h.cloud, &vm_port.id).await?;
+    ensure!(
+        vm.allowed_address_pairs.is_empty(),
+        "pairs left on vm1: {:?}",
+        vm.allowed_address_pairs
+    );
+    Ok(())
 }

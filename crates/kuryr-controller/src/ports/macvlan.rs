@@ -5,10 +5,13 @@
 //! in the pair — fails there.)
 //!
 //! The VM port's pairs are replaced with `If-Match: revision_number=N`: a concurrent writer makes it 412,
-//! and the port is read again and the change planned again, so no writer loses another's pair.
+//! and the port is read again and the change planned again, so no writer loses another's pair. Within this
+//! controller the writes to one VM port are also serialized: Neutron 29's revision check is not atomic with
+//! the update, and two pairings of one port in flight at once were both accepted on the lab's ML2/OVN — the
+//! database kept both pairs, OVN's port security only the second, and the first pod was cut off.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, Subnet};
@@ -33,6 +36,16 @@ const PAIR_TRIES: u32 = 5;
 pub struct MacvlanState {
     vm_ports: Mutex<HashMap<String, String>>,
     macs: Mutex<HashMap<String, VrrpMacs>>,
+    /// One pairs writer at a time per VM port (see the module docs).
+    writers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The lock a writer of `vm_port_id`'s address pairs holds from its read to its write.
+fn writer_of(ctx: &Context, vm_port_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    lock(&ctx.macvlan.writers)
+        .entry(vm_port_id.to_owned())
+        .or_default()
+        .clone()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -115,6 +128,8 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
 /// Adds {ip, VRRP MAC} to the VM port's pairs (read, plan, write If-Match; again on 412).
 async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<(String, NeutronPort)> {
     ensure_book(ctx, network_id).await?;
+    let writer = writer_of(ctx, vm_port_id);
+    let _one_writer = writer.lock().await;
     for _ in 0..PAIR_TRIES {
         let vm = convert::port(&ports::get(&ctx.cloud, vm_port_id).await?);
         let mac = {
@@ -153,6 +168,8 @@ async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Re
 /// Removes every pair of `ip` from the VM port (If-Match, again on 412) and frees its MAC. A VM port that
 /// is gone has no pairs left to remove.
 pub async fn release(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<()> {
+    let writer = writer_of(ctx, vm_port_id);
+    let _one_writer = writer.lock().await;
     for _ in 0..PAIR_TRIES {
         let vm = match ports::get(&ctx.cloud, vm_port_id).await {
             Ok(p) => convert::port(&p),
