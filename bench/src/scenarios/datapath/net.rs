@@ -423,8 +423,8 @@ pub fn is_our_link(name: &str) -> bool {
                 && kind.ends_with(['1', '2'])))
 }
 
-/// Removes what an interrupted datapath run left: pod namespaces, our devices in the VMs, our pod ports
-/// and their address pairs on the VM ports.
+/// Removes what an interrupted datapath run left: the pod namespaces and the processes in them, our devices
+/// in the VMs, our pod ports and their address pairs on the VM ports.
 pub async fn cleanup_leftovers(lab: &Lab, cloud: &Cloud) -> anyhow::Result<usize> {
     let mut n = 0;
     for ns in ip(&["netns", "list"])?
@@ -432,6 +432,10 @@ pub async fn cleanup_leftovers(lab: &Lab, cloud: &Cloud) -> anyhow::Result<usize
         .filter_map(|l| l.split_whitespace().next())
     {
         if ns.starts_with(NETNS_PREFIX) {
+            // A killed run's servers outlive it (and keep the namespace alive): stop them first.
+            for pid in ip(&["netns", "pids", ns])?.split_whitespace() {
+                let _ = sh("kill", &[pid]);
+            }
             ip(&["netns", "del", ns])?;
             n += 1;
         }
