@@ -38,6 +38,30 @@ impl DaemonResponse {
     }
 }
 
+/// Decodes one request line as the daemon reads it (at most [`MAX_MESSAGE`] bytes, newline included);
+/// anything that is not a [`CniRequest`] is a [`codes::PROTOCOL`] error, never a panic.
+pub fn decode_request(line: &str) -> Result<CniRequest, CniError> {
+    serde_json::from_str(line).map_err(|e| {
+        CniError::new(
+            codes::PROTOCOL,
+            "kuryr-daemon cannot decode the request",
+            e.to_string(),
+        )
+    })
+}
+
+/// Decodes the daemon's answer line as the plugin reads it; like [`decode_request`], a bad line is a
+/// [`codes::PROTOCOL`] error.
+pub fn decode_response(line: &str) -> Result<DaemonResponse, CniError> {
+    serde_json::from_str(line).map_err(|e| {
+        CniError::new(
+            codes::PROTOCOL,
+            "cannot decode kuryr-daemon's answer",
+            e.to_string(),
+        )
+    })
+}
+
 /// Sends `req` to the daemon at `socket` and waits up to `timeout` for the answer. Connection failures
 /// come back as code 11 with a message naming the socket, since a restarting daemon is the usual cause.
 pub fn call(socket: &Path, req: &CniRequest, timeout: Duration) -> Result<DaemonResponse, CniError> {
@@ -65,13 +89,7 @@ pub fn call(socket: &Path, req: &CniRequest, timeout: Duration) -> Result<Daemon
             "kuryr-daemon closed the connection without answering",
             "the daemon may be restarting; see its log",
         )),
-        Ok(_) => serde_json::from_str(&answer).map_err(|e| {
-            CniError::new(
-                codes::PROTOCOL,
-                "cannot decode kuryr-daemon's answer",
-                e.to_string(),
-            )
-        }),
+        Ok(_) => decode_response(&answer),
         Err(e)
             if matches!(
                 e.kind(),

@@ -34,7 +34,12 @@ pub fn vif_routes(vif: &Vif, default: bool) -> Result<Vec<(IpAddr, u8, IpAddr)>,
     for r in vif.ips.iter().flat_map(|ip| ip.routes.iter()) {
         let (dst, prefix) = r.cidr.split_once('/').ok_or_else(|| bad(&r.cidr))?;
         let dst: IpAddr = dst.parse().map_err(|_| bad(&r.cidr))?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad(&r.cidr))?;
+        let width = if dst.is_ipv4() { 32 } else { 128 };
+        let prefix: u8 = prefix
+            .parse()
+            .ok()
+            .filter(|p| *p <= width)
+            .ok_or_else(|| bad(&r.cidr))?;
         let gw: IpAddr = r.gateway.parse().map_err(|_| bad(&r.gateway))?;
         out.push((dst, prefix, gw));
     }
@@ -88,7 +93,9 @@ mod tests {
             gateway: "198.18.200.254".into(),
         });
         assert_eq!(vif_routes(&vif, false).unwrap().len(), 1);
-        vif.ips[0].routes[0].cidr = "x".into();
-        assert!(vif_routes(&vif, false).is_err());
+        for bad in ["x", "198.18.201.0/33", "169.254.169.254/94", "2001:db8::/129"] {
+            vif.ips[0].routes[0].cidr = bad.into();
+            assert!(vif_routes(&vif, false).is_err(), "{bad}");
+        }
     }
 }

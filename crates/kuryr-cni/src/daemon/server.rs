@@ -11,8 +11,7 @@ use tracing::{debug, warn};
 
 use super::Daemon;
 use crate::binding::Binder;
-use crate::cni::{codes, CniError, CniRequest};
-use crate::protocol::{DaemonResponse, MAX_MESSAGE};
+use crate::protocol::{decode_request, DaemonResponse, MAX_MESSAGE};
 
 /// Binds the socket root-only: its directory 0700, the socket 0600. A leftover socket file is replaced.
 pub fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
@@ -58,15 +57,9 @@ async fn serve_one<B: Binder>(stream: UnixStream, daemon: Arc<Daemon<B>>) {
         .await;
     let resp = match read {
         Ok(0) => return,
-        Ok(_) => match serde_json::from_str::<CniRequest>(&line) {
+        Ok(_) => match decode_request(&line) {
             Ok(req) => daemon.handle(req).await,
-            Err(e) => DaemonResponse::Error {
-                error: CniError::new(
-                    codes::PROTOCOL,
-                    "kuryr-daemon cannot decode the request",
-                    e.to_string(),
-                ),
-            },
+            Err(error) => DaemonResponse::Error { error },
         },
         Err(e) => {
             debug!(error = %e, "reading request failed");

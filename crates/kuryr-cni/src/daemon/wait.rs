@@ -83,6 +83,11 @@ pub fn evaluate(pod: &PodArgs, ifname: &str, view: &Lookup) -> Verdict {
     for (name, v) in &status.vifs {
         if Some(name) == default.as_ref() {
             out.insert(0, (ifname.to_string(), v.vif.clone()));
+        } else if name == ifname {
+            // CNI_IFNAME is another VIF's name in the KuryrPort (e.g. `net1` under a meta-plugin): that VIF
+            // takes the default's name, so no two interfaces of the pod share one.
+            let swapped = default.clone().unwrap_or_else(|| name.clone());
+            out.push((swapped, v.vif.clone()));
         } else {
             out.push((name.clone(), v.vif.clone()));
         }
@@ -177,6 +182,23 @@ mod tests {
             panic!("not ready")
         };
         assert_eq!(v[0].0, "net0", "default VIF takes CNI_IFNAME");
+    }
+
+    // Found by fuzz/fuzz_targets/crd_status.rs: with CNI_IFNAME `net1` and VIFs `eth0` (default) and
+    // `net1`, both were to be wired as `net1` (the second bind fails, ADD never succeeds).
+    #[test]
+    fn cni_ifname_taken_by_another_vif_swaps_names_instead_of_duplicating() {
+        let p = mk_port(
+            "shop",
+            "web-0",
+            "u1",
+            vec![("eth0", mk_vif(true)), ("net1", mk_vif(true))],
+        );
+        let Verdict::Ready(v) = evaluate(&pod(Some("u1")), "net1", &view(Some(p), live("u1"))) else {
+            panic!("not ready")
+        };
+        let names: Vec<&str> = v.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["net1", "eth0"]);
     }
 
     #[test]

@@ -219,18 +219,19 @@ fn health_monitor(
         return Err(format!("the ovn provider has no {kind} monitors"));
     }
     let http = matches!(kind, "HTTP" | "HTTPS");
-    let n = |v: Option<i32>, d: u32| {
-        v.and_then(|v| u32::try_from(v).ok())
-            .filter(|v| *v > 0)
-            .unwrap_or(d)
-    };
-    let delay = n(hm.delay_seconds, 5);
+    // Values Octavia would refuse fall back to the defaults (the CRD schema keeps them out of specs,
+    // this keeps them out of Octavia whatever wrote the spec). A probe's timeout never exceeds its
+    // delay: with only a timeout given, the delay grows to it.
+    let positive = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
+    let retries = |v: Option<i32>| positive(v).filter(|v| (1..=10).contains(v));
+    let timeout = positive(hm.timeout_seconds);
+    let delay = positive(hm.delay_seconds).unwrap_or_else(|| timeout.unwrap_or(0).max(5));
     Ok(DesiredHm {
         kind: kind.to_owned(),
         delay,
-        timeout: n(hm.timeout_seconds, 3.min(delay)),
-        max_retries: n(hm.max_retries, 3),
-        max_retries_down: hm.max_retries_down.and_then(|v| u32::try_from(v).ok()),
+        timeout: timeout.unwrap_or(3).min(delay),
+        max_retries: retries(hm.max_retries).unwrap_or(3),
+        max_retries_down: retries(hm.max_retries_down),
         url_path: if http {
             hm.url_path.clone().or(Some("/".into()))
         } else {
@@ -242,4 +243,84 @@ fn health_monitor(
             None
         },
     })
+}
+
+#[cfg(test)]
+mod health_monitor_tests {
+    use kuryr_api::loadbalancer::{LbPort, ServiceType};
+
+    use super::super::service::parse_health_monitor;
+    use super::*;
+
+    fn spec_with(hm: LbHealthMonitor) -> KuryrLoadBalancerSpec {
+        KuryrLoadBalancerSpec {
+            ports: vec![LbPort {
+                port: 80,
+                protocol: LbProtocol::Tcp,
+                target_port: "80".into(),
+                ..LbPort::default()
+            }],
+            service_type: Some(ServiceType::ClusterIp),
+            health_monitor: Some(hm),
+            ..KuryrLoadBalancerSpec::default()
+        }
+    }
+
+    fn desired_hm(json: &str) -> DesiredHm {
+        let hm = serde_json::from_str(json).unwrap();
+        let caps = OctaviaCaps {
+            version: (2, 26),
+            provider: "amphora".into(),
+        };
+        let (lb, _) = desired_lb("ns", "svc", &spec_with(hm), &caps, None);
+        lb.listeners
+            .values()
+            .next()
+            .unwrap()
+            .pool
+            .health_monitor
+            .clone()
+            .unwrap()
+    }
+
+    // Found by fuzz/fuzz_targets/annotations.rs: these annotations were accepted, then the API server
+    // refused the KuryrLoadBalancer (the CRD schema's ranges) or Octavia the monitor.
+    #[test]
+    fn monitors_outside_the_crd_schema_or_octavia_api_are_refused() {
+        for bad in [
+            r#"{"type":"PING","delaySeconds":0}"#,
+            r#"{"type":"TCP","timeoutSeconds":-1}"#,
+            r#"{"type":"TCP","maxRetries":11}"#,
+            r#"{"type":"TCP","maxRetriesDown":0}"#,
+            r#"{"type":"TCP","monitorPort":70000}"#,
+            r#"{"type":"HTTP","urlPath":"healthz"}"#,
+            r#"{"type":"HTTP","expectedCodes":"2xx"}"#,
+            r#"{"type":"HTTP","expectedCodes":" 200"}"#,
+        ] {
+            assert!(parse_health_monitor(bad).is_err(), "{bad}");
+        }
+        for good in [
+            r#"{"type":"HTTP","delaySeconds":3,"urlPath":"/healthz","expectedCodes":"200, 204"}"#,
+            r#"{"type":"HTTP","expectedCodes":"200-299","maxRetries":10,"maxRetriesDown":1}"#,
+        ] {
+            assert!(parse_health_monitor(good).unwrap().is_some(), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_timeout_alone_stretches_the_default_delay_and_bad_retries_fall_back() {
+        let hm = desired_hm(r#"{"type":"TCP","timeoutSeconds":10}"#);
+        assert_eq!((hm.delay, hm.timeout), (10, 10));
+        let hm = desired_hm(r#"{"type":"TCP","delaySeconds":2}"#);
+        assert_eq!((hm.delay, hm.timeout), (2, 2));
+        let hm = desired_hm(
+            r#"{"type":"TCP","delaySeconds":4,"timeoutSeconds":9,"maxRetries":50,"maxRetriesDown":0}"#,
+        );
+        assert_eq!(
+            (hm.delay, hm.timeout, hm.max_retries, hm.max_retries_down),
+            (4, 4, 3, None)
+        );
+        let hm = desired_hm(r#"{"type":"TCP"}"#);
+        assert_eq!((hm.delay, hm.timeout, hm.max_retries), (5, 3, 3));
+    }
 }

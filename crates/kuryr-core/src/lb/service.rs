@@ -223,10 +223,54 @@ pub fn parse_health_monitor(v: &str) -> Result<Option<LbHealthMonitor>, String> 
         _ => {}
     }
     let hm: LbHealthMonitor = serde_json::from_str(v).map_err(|e| format!("{v:?}: {e}"))?;
+    check_health_monitor(&hm)?;
+    Ok(Some(hm))
+}
+
+/// What the KuryrLoadBalancer CRD schema and Octavia's API accept for a monitor. An annotation outside it
+/// would make the API server refuse the whole KuryrLoadBalancer (the Service would get no load balancer at
+/// all) or Octavia refuse the monitor on every sync; refused here, it is one problem and no monitor.
+fn check_health_monitor(hm: &LbHealthMonitor) -> Result<(), String> {
+    let range = |name: &str, v: Option<i32>, lo: i32, hi: i32| match v {
+        Some(n) if !(lo..=hi).contains(&n) => Err(format!("{name} {n} is outside {lo}..={hi}")),
+        _ => Ok(()),
+    };
+    range("delaySeconds", hm.delay_seconds, 1, i32::MAX)?;
+    range("timeoutSeconds", hm.timeout_seconds, 1, i32::MAX)?;
+    range("maxRetries", hm.max_retries, 1, 10)?;
+    range("maxRetriesDown", hm.max_retries_down, 1, 10)?;
+    range("monitorPort", hm.monitor_port, 1, 65535)?;
     if let (Some(d), Some(t)) = (hm.delay_seconds, hm.timeout_seconds) {
         if t > d {
             return Err(format!("timeoutSeconds {t} exceeds delaySeconds {d}"));
         }
     }
-    Ok(Some(hm))
+    if let Some(p) = &hm.url_path {
+        if !p.starts_with('/') || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("urlPath {p:?} is not an absolute URL path"));
+        }
+    }
+    if let Some(c) = &hm.expected_codes {
+        if !valid_expected_codes(c) {
+            return Err(format!(
+                "expectedCodes {c:?} is not a status code, a comma list of them or a range like 200-299"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Octavia's `expected_codes`: `^(\d{3}(\s*,\s*\d{3})*)$|^(\d{3}-\d{3})$`.
+fn valid_expected_codes(s: &str) -> bool {
+    let code = |t: &str| t.len() == 3 && t.bytes().all(|b| b.is_ascii_digit());
+    if let Some((a, b)) = s.split_once('-') {
+        return code(a) && code(b);
+    }
+    let parts: Vec<&str> = s.split(',').collect();
+    let last = parts.len() - 1;
+    parts.iter().enumerate().all(|(i, p)| {
+        code(p.trim())
+            && (i > 0 || !p.starts_with(char::is_whitespace))
+            && (i < last || !p.ends_with(char::is_whitespace))
+    })
 }
