@@ -280,6 +280,8 @@ impl Args {
         });
         c.pools_enabled = self.ports_pool;
         c.pool_sync_interval = std::time::Duration::from_secs(self.ports_pool_sync_seconds.max(1));
+        // Leftover macvlan pairs are garbage: swept on the collector's cadence.
+        c.pairs_sweep_interval = std::time::Duration::from_secs(self.gc_interval_seconds);
         Ok(c)
     }
 

@@ -28,6 +28,9 @@ pub struct Config {
     pub pool_limits: PoolLimits,
     /// How often pools are checked: drained when their node is gone, trimmed above max, topped up to min.
     pub pool_sync_interval: Duration,
+    /// nested-macvlan: how often the node VM ports' leftover address pairs are dropped (also once at start);
+    /// zero: at start only.
+    pub pairs_sweep_interval: Duration,
     /// Watch Pods and KuryrPorts of this namespace only (tests, or one controller per tenant namespace).
     pub namespace: Option<String>,
     /// First interval of the ACTIVE poll; it grows by half each time up to [`Config::active_poll_max`].
@@ -58,6 +61,7 @@ impl Config {
             pools_enabled: true,
             pool_limits: PoolLimits::new(5, 20, 10).unwrap_or_default(),
             pool_sync_interval: Duration::from_secs(30),
+            pairs_sweep_interval: Duration::from_secs(300),
             namespace: None,
             // Subports of an ACTIVE trunk go ACTIVE in 0.05-1.3 s on ML2/OVN: poll often at first.
             active_poll_min: Duration::from_millis(100),

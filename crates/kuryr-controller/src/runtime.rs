@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
-use crate::ports::{parent, pool, reconcile};
+use crate::ports::{macvlan, parent, pool, reconcile};
 
 /// Everything [`run`] needs besides the shutdown trigger.
 pub struct Runtime {
@@ -133,6 +133,8 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     };
 
     let extra = extra_controllers(ctx.clone(), shutdown.clone());
+    let pairs_upkeep = macvlan_pairs_upkeep(ctx.clone(), nodes_for_pools.clone())
+        .instrument(info_span!("macvlan_pairs_upkeep"));
     let upkeep = pool_upkeep(ctx.clone(), nodes_for_pools).instrument(info_span!("pool_upkeep"));
 
     let kp_run = kp_controller
@@ -151,6 +153,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
         _ = async { tokio::join!(kp_run, pod_run, readiness, extra, services) } => {}
         _ = node_watch.instrument(info_span!("node_watch")) => {}
         _ = upkeep => {}
+        _ = pairs_upkeep => {}
     }
     info!("controllers stopped");
     Ok(())
@@ -196,6 +199,35 @@ pub fn extra_controllers(
         runs.push(policies::controller::run(ctx, shutdown).boxed());
     }
     futures::future::join_all(runs).map(|_| ())
+}
+
+/// nested-macvlan: the node VM ports' address pairs whose pod port is gone are dropped once the node cache
+/// has synced, then every `pairs_sweep_interval` (see [`macvlan::sweep_stale_pairs`]). Never ends by itself.
+async fn macvlan_pairs_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
+    if ctx.config.vif_type != VifType::NestedMacvlan || nodes.wait_until_ready().await.is_err() {
+        return std::future::pending().await;
+    }
+    loop {
+        for node in nodes.state() {
+            let swept = async {
+                let vm_port = macvlan::vm_port_of(&ctx, &node.name_any()).await?;
+                macvlan::sweep_stale_pairs(&ctx, &vm_port).await
+            };
+            if let Err(e) = swept.await {
+                if !e.is_permanent() {
+                    warn!(
+                        node = node.name_any(),
+                        error = &e as &dyn std::error::Error,
+                        "address pairs sweep"
+                    );
+                }
+            }
+        }
+        if ctx.config.pairs_sweep_interval.is_zero() {
+            return std::future::pending().await;
+        }
+        tokio::time::sleep(ctx.config.pairs_sweep_interval).await;
+    }
 }
 
 /// Pool upkeep every `pool_sync_interval` once the node cache has synced: pools of nodes no longer in it

@@ -7,7 +7,7 @@
 //! the book is rebuilt from them, and updates carry the port's `revision_number` for `If-Match`, so two
 //! writers cannot overwrite each other's pairs (upstream's race, 3208b192): on 412 re-read and plan again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::CoreError;
 use crate::neutron::{AddressPair, NeutronPort};
@@ -135,6 +135,43 @@ pub fn remove_pair(vm_port: &NeutronPort, ip: &str) -> Option<AddressPairsUpdate
         .cloned()
         .collect();
     Some(update(vm_port, pairs))
+}
+
+/// IPs of the VM port's pairs that carry a VRRP MAC: the pairs nested-macvlan writes.
+pub fn vrrp_paired_ips(vm_port: &NeutronPort) -> BTreeSet<String> {
+    vm_port
+        .allowed_address_pairs
+        .iter()
+        .filter(|p| p.mac_address.as_deref().and_then(parse_vrrp_mac).is_some())
+        .map(|p| p.ip_address.clone())
+        .collect()
+}
+
+/// The update dropping the VRRP-MAC pairs whose IP no port holds any more (`held`: the IPs of
+/// [`vrrp_paired_ips`] that Neutron still has a port for), with the IPs dropped; `None` when there is none.
+/// A pod's IP is paired only once its port exists, and its pair is removed before the port is deleted, so
+/// a pair without a port is a leftover (a lost update, a writer that died) whose VRRP MAC would otherwise
+/// be handed out again on another VM port of the network, where OVN could not tell the two apart.
+pub fn drop_stale_pairs(
+    vm_port: &NeutronPort,
+    held: &BTreeSet<String>,
+) -> Option<(AddressPairsUpdate, Vec<String>)> {
+    let stale: Vec<String> = vrrp_paired_ips(vm_port)
+        .into_iter()
+        .filter(|ip| !held.contains(ip))
+        .collect();
+    if stale.is_empty() {
+        return None;
+    }
+    let pairs = vm_port
+        .allowed_address_pairs
+        .iter()
+        .filter(|p| {
+            !stale.contains(&p.ip_address) || p.mac_address.as_deref().and_then(parse_vrrp_mac).is_none()
+        })
+        .cloned()
+        .collect();
+    Some((update(vm_port, pairs), stale))
 }
 
 fn update(vm_port: &NeutronPort, pairs: Vec<AddressPair>) -> AddressPairsUpdate {

@@ -24,7 +24,7 @@ use kuryr_api::{
 use kuryr_cloudsim::{FaultRule, Faults, Profile, Sim, SimHandle};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
-use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
+use kuryr_openstack::neutron::ports::{self, AddressPair, CreatePort, FixedIpRequest};
 use kuryr_openstack::neutron::quotas::{self, Quota};
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
 use kuryr_openstack::neutron::trunks::{self, CreateTrunk};
@@ -932,4 +932,63 @@ async fn one_writer_per_vm_port(h: &Harness, sim: &SimCloud) -> anyhow::Result<(
         vm.allowed_address_pairs
     );
     Ok(())
+}
+
+/// A pair left on a VM port by a writer that died or an update Neutron lost (its pod port gone) would keep
+/// its VRRP MAC taken, and that MAC be handed out again on another VM port of the network where OVN can't
+/// tell the two apart. A macvlan controller drops such pairs at start: only the VRRP pair without a port
+/// goes; a VRRP pair whose IP a port holds and pairs that are not VRRP ones stay.
+#[tokio::test]
+async fn leftover_macvlan_pairs_are_dropped_at_start_on_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let sim = SimCloud::start(&lab).await?;
+    let vm = ports::list(&sim.cloud, Filter::new().eq("name", "vm1"))
+        .await?
+        .into_iter()
+        .next()
+        .context("vm1's port")?;
+    let held = ports::create(&sim.cloud, &CreatePort::on_network(&vm.network_id)).await?;
+    let held_ip = held
+        .fixed_ips
+        .first()
+        .map(|f| f.ip_address.clone())
+        .context("IP")?;
+    let pair = |ip: &str, mac: Option<&str>| AddressPair {
+        ip_address: ip.into(),
+        mac_address: mac.map(Into::into),
+    };
+    let planted = vec![
+        pair("198.18.60.1", Some("00:00:5e:00:01:09")),
+        pair(&held_ip, Some("00:00:5e:00:01:0a")),
+        pair("198.18.60.2", None),
+    ];
+    ports::set_address_pairs_if_revision(&sim.cloud, &vm.id, &planted, vm.revision_number).await?;
+    let h = Harness::start_with(&lab, "leftover", sim.cloud.clone(), &sim.subnet_id, None, |c| {
+        c.vif_type = VifType::NestedMacvlan;
+    })
+    .await?;
+    let result = async {
+        let deadline = Instant::now() + WIRE_TIMEOUT;
+        loop {
+            let now = ports::get(&h.cloud, &vm.id).await?.allowed_address_pairs;
+            if !now.iter().any(|p| p.ip_address == "198.18.60.1") {
+                // (Neutron fills a pair given without MAC with the port's own.)
+                let ips: Vec<&str> = now.iter().map(|p| p.ip_address.as_str()).collect();
+                ensure!(
+                    ips == [held_ip.as_str(), "198.18.60.2"],
+                    "only the portless VRRP pair may go: {now:?}"
+                );
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the leftover pair is still on vm1: {now:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    .await;
+    let result = h.finish(result).await;
+    drop(sim.handle);
+    result
 }

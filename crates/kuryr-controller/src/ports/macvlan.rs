@@ -17,7 +17,9 @@ use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, Subnet};
 use kuryr_core::parent::{find_vm_port, internal_ips};
 use kuryr_core::vif::{Attachment, PodFacts};
-use kuryr_core::vrrp::{add_pair, remove_pair, AddressPairsUpdate, VrrpMacs};
+use kuryr_core::vrrp::{
+    add_pair, drop_stale_pairs, remove_pair, vrrp_paired_ips, AddressPairsUpdate, VrrpMacs,
+};
 use kuryr_core::{NestedMacvlan, VifDriver};
 use kuryr_openstack::neutron::ports::{self, AddressPair};
 use kuryr_openstack::neutron::Filter;
@@ -189,6 +191,47 @@ pub async fn release(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str
         book.release(ip);
     }
     Ok(())
+}
+
+/// Drops the pairs of VM port `vm_port_id` whose pod port is gone ([`drop_stale_pairs`]) and frees their
+/// MACs; returns the IPs dropped. Under the port's writer lock, so no pairing of this controller is half
+/// done meanwhile; a concurrent outside writer (412) leaves the leftovers to the next sweep.
+pub async fn sweep_stale_pairs(ctx: &Context, vm_port_id: &str) -> Result<Vec<String>> {
+    let writer = writer_of(ctx, vm_port_id);
+    let _one_writer = writer.lock().await;
+    let vm = convert::port(&ports::get(&ctx.cloud, vm_port_id).await?);
+    let paired = vrrp_paired_ips(&vm);
+    if paired.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One list: Neutron ORs repeated `fixed_ips=ip_address=` filters.
+    let filter = paired
+        .iter()
+        .fold(Filter::new().eq("network_id", &vm.network_id), |f, ip| {
+            f.fixed_ip(ip)
+        });
+    let held = ports::list(&ctx.cloud, filter)
+        .await?
+        .iter()
+        .filter(|p| p.id != vm.id)
+        .flat_map(|p| p.fixed_ips.iter().map(|f| f.ip_address.clone()))
+        .filter(|ip| paired.contains(ip))
+        .collect();
+    let Some((update, dropped)) = drop_stale_pairs(&vm, &held) else {
+        return Ok(Vec::new());
+    };
+    match write(ctx, &update).await {
+        Ok(_) => {}
+        Err(e) if e.status() == Some(412) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(book) = lock(&ctx.macvlan.macs).get_mut(&vm.network_id) {
+        for ip in &dropped {
+            book.release(ip);
+        }
+    }
+    warn!(vm_port = vm_port_id, ips = ?dropped, "dropped address pairs whose pod port is gone");
+    Ok(dropped)
 }
 
 async fn write(ctx: &Context, up: &AddressPairsUpdate) -> kuryr_openstack::Result<ports::Port> {

@@ -149,3 +149,35 @@ proptest! {
         prop_assert_eq!(parse_vrrp_mac(&vrrp_mac(n).to_uppercase()), Some(n));
     }
 }
+
+#[test]
+fn stale_pairs_are_the_vrrp_ones_whose_ip_no_port_holds() {
+    let vm = mk_vm_port(
+        "vm1",
+        vec![
+            pair("10.0.0.5", Some("00:00:5e:00:01:01")),
+            pair("10.0.0.6", Some("00:00:5e:00:01:02")),
+            // Not ours: no MAC, or the VM's own MAC (e.g. a keepalived VIP on the VM itself).
+            pair("10.0.0.7", None),
+            pair("10.0.0.8", Some("fa:16:3e:00:00:08")),
+        ],
+    );
+    assert_eq!(
+        vrrp_paired_ips(&vm),
+        BTreeSet::from(["10.0.0.5".to_owned(), "10.0.0.6".to_owned()])
+    );
+    let held = BTreeSet::from(["10.0.0.5".to_owned()]);
+    let (up, dropped) = drop_stale_pairs(&vm, &held).expect("10.0.0.6 has no port");
+    assert_eq!(dropped, vec!["10.0.0.6".to_owned()]);
+    assert_eq!(up.if_match_revision, 7);
+    assert_eq!(
+        up.pairs,
+        vec![
+            pair("10.0.0.5", Some("00:00:5e:00:01:01")),
+            pair("10.0.0.7", None),
+            pair("10.0.0.8", Some("fa:16:3e:00:00:08")),
+        ]
+    );
+    let all = BTreeSet::from(["10.0.0.5".to_owned(), "10.0.0.6".to_owned()]);
+    assert_eq!(drop_stale_pairs(&vm, &all), None);
+}
