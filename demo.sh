@@ -28,24 +28,36 @@ ip netns del "$probe"
 echo "== kuryr-controller ($driver: $why)"
 cargo build -q --locked -p kuryr-controller
 . lab/lib/common.sh
-bin=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug/kuryr-controller
-args=(--kubeconfig "$KUBECONFIG" --clouds-yaml "$OS_CLIENT_CONFIG_FILE" --os-cloud "$OS_CLOUD" --cluster-id kuryr-lab
-  --pod-subnet "$(jq -r .pod_subnet_id "$KURYR_LAB_STATE/lab.json")" --vif-driver "$driver" --namespace kuryr-demo
-  --metrics-addr 127.0.0.1:28082
-  --service-subnet "$(jq -r .service_subnet_id "$KURYR_LAB_STATE/lab.json")"
-  --external-network "$(jq -r .external_network_id "$KURYR_LAB_STATE/lab.json")" --lb-provider ovn)
-# A controller started with other settings (an older demo) is replaced.
-if running kuryr-controller && [ "$(cat "$LAB_STATE/pids/kuryr-controller.args" 2>/dev/null)" != "${args[*]}" ]; then
-  pid=$(cat "$(pidfile kuryr-controller)"); kill "$pid"; waitfor "old kuryr-controller to exit" 30 sh -c "! kill -0 $pid"
-fi
-if running kuryr-controller; then
-  echo "  already running (pid $(cat "$(pidfile kuryr-controller)"))"
-else
-  start kuryr-controller "$LAB_STATE/log/kuryr-controller.log" "$bin" "${args[@]}"
-  echo "${args[*]}" >"$LAB_STATE/pids/kuryr-controller.args"
-  waitfor kuryr-controller 60 curl -sf http://127.0.0.1:28082/readyz || fail_component kuryr-controller "$LAB_STATE/log/kuryr-controller.log"
-  echo "  started (log $LAB_STATE/log/kuryr-controller.log, metrics http://127.0.0.1:28082/metrics)"
-fi
+target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug
+lab_json() { jq -r ".$1" "$KURYR_LAB_STATE/lab.json"; }
+# run_controller NAME METRICS_PORT ARGS...: one kuryr-controller process, restarted when its settings changed.
+run_controller() {
+  local name=$1 port=$2 pid; shift 2
+  local args=(--kubeconfig "$KUBECONFIG" --clouds-yaml "$OS_CLIENT_CONFIG_FILE" --os-cloud "$OS_CLOUD"
+    --metrics-addr "127.0.0.1:$port" "$@")
+  local seen; seen="$(sha256sum "$target/kuryr-controller" | cut -c1-16) ${args[*]}"
+  # A controller started from another build or with other settings (an older demo) is replaced.
+  if running "$name" && [ "$(cat "$LAB_STATE/pids/$name.args" 2>/dev/null)" != "$seen" ]; then
+    pid=$(cat "$(pidfile "$name")"); kill "$pid"; waitfor "old $name to exit" 30 sh -c "! kill -0 $pid"
+  fi
+  if running "$name"; then
+    echo "  $name: already running (pid $(cat "$(pidfile "$name")"))"
+  else
+    start "$name" "$LAB_STATE/log/$name.log" "$target/kuryr-controller" "${args[@]}"
+    echo "$seen" >"$LAB_STATE/pids/$name.args"
+    waitfor "$name" 60 curl -sf "http://127.0.0.1:$port/readyz" || fail_component "$name" "$LAB_STATE/log/$name.log"
+    echo "  $name: started (log $LAB_STATE/log/$name.log, metrics http://127.0.0.1:$port/metrics)"
+  fi
+}
+# kuryr-demo: pods on the kubelet nodes, Services on Octavia (ovn provider).
+run_controller kuryr-controller 28082 --cluster-id kuryr-lab --namespace kuryr-demo \
+  --pod-subnet "$(lab_json pod_subnet_id)" --vif-driver "$driver" \
+  --service-subnet "$(lab_json service_subnet_id)" --external-network "$(lab_json external_network_id)" --lb-provider ovn
+# kuryr-demo-policy: a network of its own (namespace subnet driver) and NetworkPolicies as security groups; its
+# pods are trunk subports on vm3 (no kubelet there, so they are wired but never start).
+run_controller kuryr-controller-policy 28083 --cluster-id kuryr-lab-policy --namespace kuryr-demo-policy \
+  --pod-subnet "$(lab_json pod_subnet_id)" --vif-driver nested-vlan --ports-pool=false \
+  --subnet-driver namespace --namespace-prefixes 198.18.64.0/20 --namespace-prefixlen 24 --network-policy
 echo
 echo "== kuryr-daemon on each kubelet node (started by lab/lab up; logs $LAB_STATE/log/kuryr-daemon-<node>.log)"
 for n in $(kubectl get nodes -l kuryr.lab/kubelet=true -o name); do
@@ -53,8 +65,8 @@ for n in $(kubectl get nodes -l kuryr.lab/kubelet=true -o name); do
   printf '  %-12s %s\n' "$n" "$(curl -sf "http://127.0.0.1:$((P_KDAEMON + i))/readyz" || echo 'NOT READY')"
 done
 echo
-echo "== sample workload (examples/demo.yaml)"
-kubectl apply -f examples/demo.yaml | sed 's/^/  /'
+echo "== sample workload (examples/demo.yaml, examples/demo-policy.yaml)"
+kubectl apply -f examples/demo.yaml -f examples/demo-policy.yaml | sed 's/^/  /'
 want=$(kubectl -n kuryr-demo get deploy demo -o jsonpath='{.spec.replicas}')
 running_pods() { [ "$(kubectl -n kuryr-demo get pods -l app=demo --field-selector=status.phase=Running -o name | wc -l)" -ge "$want" ]; }
 waitfor "$want demo pods Running" 300 running_pods \
@@ -69,6 +81,40 @@ lbs_ready() { [ "$(kubectl -n kuryr-demo get kuryrloadbalancers -o jsonpath='{ra
 waitfor "2 KuryrLoadBalancers Ready" 180 lbs_ready || echo "  load balancers not Ready yet; see $LAB_STATE/log/kuryr-controller.log"
 kubectl -n kuryr-demo get kuryrloadbalancers -o custom-columns='SERVICE:.metadata.name,TYPE:.spec.type,VIP:.status.loadbalancer.ip,LB:.status.loadbalancer.id,PROVIDER:.status.loadbalancer.provider,STATUS:.status.loadbalancer.provisioning_status,LISTENERS:.status.listeners[*].name,MEMBERS:.status.members[*].ip,FLOATING-IP:.status.service_pub_ip_info.ip_addr' | sed 's/^/  /'
 kubectl -n kuryr-demo get services -o wide | sed 's/^/  /'
+echo
+echo "== namespaces → Neutron networks/subnets"
+printf '  %-20s %s\n' kuryr-demo "the default pod subnet $(lab_json pod_subnet_cidr) (subnet $(lab_json pod_subnet_id); --subnet-driver default)"
+kn_ready() { kubectl -n kuryr-demo-policy get kuryrnetwork kuryr-demo-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; }
+waitfor "the KuryrNetwork of kuryr-demo-policy" 120 kn_ready || echo "  not Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+kubectl -n kuryr-demo-policy get kuryrnetworks -o custom-columns='NAMESPACE:.spec.nsName,NETWORK:.status.netId,SUBNET:.status.subnetId,CIDR:.status.subnetCIDR,ROUTER:.status.routerId' | sed 's/^/  /'
+echo
+echo "== kuryr-demo-policy pods → trunk subports on vm3 (wired by kuryr-controller; Pending: vm3 runs no kubelet)"
+kps_ready() { [ "$(kubectl -n kuryr-demo-policy get kuryrports -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 3 ]; }
+waitfor "3 KuryrPorts Ready in kuryr-demo-policy" 180 kps_ready || echo "  not all Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+kubectl -n kuryr-demo-policy get kuryrports -o custom-columns='POD:.metadata.name,NODE:.spec.podNodeName,NEUTRON-PORT:.status.vifs.eth0.vif.portId,VLAN:.status.vifs.eth0.vif.vlanId,IP:.status.vifs.eth0.vif.ips[0].address,ACTIVE:.status.vifs.eth0.vif.active' | sed 's/^/  /'
+echo
+echo "== NetworkPolicy → security group and rules (KuryrNetworkPolicy status) → the pods' ports (Neutron)"
+knp_ready() { kubectl -n kuryr-demo-policy get kuryrnetworkpolicies -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; }
+waitfor "the KuryrNetworkPolicy" 120 knp_ready || echo "  not Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+kubectl -n kuryr-demo-policy get kuryrnetworkpolicies -o json | jq -r '.items[] |
+  "  \(.metadata.name) → security group \(.status.securityGroupId // "(none yet)"), \(.status.securityGroupRules | length) rules:",
+  (.status.securityGroupRules[] | "    \(.direction) \(.ethertype) \(.protocol // "any")" +
+    (if .port_range_min then " ports \(.port_range_min)-\(.port_range_max)" else "" end) +
+    (if .remote_group_id then " from members of SG \(.remote_group_id)" elif .remote_ip_prefix then " from \(.remote_ip_prefix)" else "" end) +
+    "  [\(.id // "-")]")'
+echo "  ports of the web pods carry the policy's group; the client pod's port the groups its peers select:"
+# Neutron, read directly (the lab has no openstack CLI): a token for the lab's kuryr user, unless noauth.
+auth=()
+if [ "$LAB_AUTH" = keystone ]; then
+  token=$(curl -sf -D - -o /dev/null -H 'Content-Type: application/json' "http://127.0.0.1:$P_KEYSTONE/v3/auth/tokens" \
+    -d "{\"auth\":{\"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"name\":\"kuryr\",\"domain\":{\"id\":\"default\"},\"password\":\"$ADMIN_PASSWORD\"}}},\"scope\":{\"project\":{\"name\":\"$LAB_PROJECT\",\"domain\":{\"id\":\"default\"}}}}}" \
+    | awk 'tolower($1)=="x-subject-token:"{print $2}' | tr -d '\r')
+  auth=(-H "X-Auth-Token: $token")
+fi
+for p in $(kubectl -n kuryr-demo-policy get kuryrports -o jsonpath='{range .items[*]}{.metadata.name}={.status.vifs.eth0.vif.portId}{" "}{end}'); do
+  sgs=$(curl -sf "${auth[@]}" "http://127.0.0.1:$P_NEUTRON/v2.0/ports/${p#*=}" | jq -r '.port.security_groups | join(", ")' || echo '?')
+  printf '    %-28s port %s  security groups: %s\n' "${p%%=*}" "${p#*=}" "$sgs"
+done
 echo
 echo "== ping matrix between the pods (inside each pod's network namespace, through OVN)"
 # A pod's namespace is its container's: the task PID comes from the node's containerd.
