@@ -10,6 +10,9 @@ pub struct CallCounts {
     pub neutron_writes: u64,
     pub neutron_reads: u64,
     pub octavia_writes: u64,
+    /// Octavia writes answered 4xx/5xx (e.g. 409 while the load balancer is PENDING_UPDATE): counted in
+    /// `octavia_writes` too, since each one reached the API.
+    pub octavia_writes_refused: u64,
     pub octavia_reads: u64,
     pub keystone: u64,
     /// Calls answered with a 4xx/5xx (IPAM conflicts, faults, 404 probes).
@@ -34,7 +37,10 @@ impl CallCounts {
             match call.op.split('.').next() {
                 Some("neutron") if write => c.neutron_writes += 1,
                 Some("neutron") => c.neutron_reads += 1,
-                Some("octavia") if write => c.octavia_writes += 1,
+                Some("octavia") if write => {
+                    c.octavia_writes += 1;
+                    c.octavia_writes_refused += u64::from(call.status >= 400);
+                }
                 Some("octavia") => c.octavia_reads += 1,
                 Some("keystone") => c.keystone += 1,
                 _ => {}
@@ -53,6 +59,7 @@ impl CallCounts {
             "neutron_writes": self.neutron_writes,
             "neutron_reads": self.neutron_reads,
             "octavia_writes": self.octavia_writes,
+            "octavia_writes_refused": self.octavia_writes_refused,
             "octavia_reads": self.octavia_reads,
             "keystone": self.keystone,
             "errors": self.errors,
@@ -89,12 +96,14 @@ mod tests {
             call("octavia.loadbalancers.create", "POST", 201),
             call("octavia.loadbalancers.show", "GET", 200),
             call("octavia.members.batch_update", "PUT", 202),
+            call("octavia.members.delete", "DELETE", 409),
             call("keystone.tokens.issue", "POST", 201),
         ];
         let c = CallCounts::of(&log);
         assert_eq!((c.neutron_writes, c.neutron_reads), (3, 1));
-        assert_eq!((c.octavia_writes, c.octavia_reads), (2, 1));
-        assert_eq!((c.keystone, c.errors), (1, 1));
+        assert_eq!((c.octavia_writes, c.octavia_reads), (3, 1));
+        assert_eq!(c.octavia_writes_refused, 1);
+        assert_eq!((c.keystone, c.errors), (1, 2));
         assert_eq!(c.by_op["neutron.ports.bulk_create"], 1);
         assert_eq!(c.to_json()["by_op"]["octavia.members.batch_update"], 1);
     }

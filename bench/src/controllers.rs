@@ -139,6 +139,8 @@ pub struct UpstreamOpts<'a> {
     /// `noop` (pools off) or `nested` (upstream's nested pool driver).
     pub pool_driver: &'a str,
     pub handlers: &'a str,
+    /// Octavia provider of its load balancers (`endpoints_driver_octavia_provider`).
+    pub lb_provider: String,
     pub proxy: tokio::task::JoinHandle<()>,
 }
 
@@ -155,7 +157,8 @@ pub fn upstream_conf(
     format!(
         "[DEFAULT]\ndebug = {debug}\nuse_stderr = true\n\n\
 [kubernetes]\napi_root = {api}\ntoken_file = {token}\nssl_verify_server_crt = false\npod_vif_driver = nested-vlan\n\
-vif_pool_driver = {pool}\nenabled_handlers = {handlers}\nwatch_reconcile_period = 120\n\n\
+vif_pool_driver = {pool}\nenabled_handlers = {handlers}\nwatch_reconcile_period = 120\n\
+endpoints_driver_octavia_provider = {provider}\n\n\
 [neutron]\nauth_type = password\nauth_url = {auth}\nusername = {user}\npassword = {pw}\n\
 user_domain_name = Default\nproject_name = {project}\nproject_domain_name = Default\nregion_name = {region}\n\n\
 [neutron_defaults]\nproject = {project_id}\npod_subnet = {subnet}\npod_security_groups = {sg}\n\
@@ -163,8 +166,11 @@ service_subnet = {ssubnet}\n{tags}\n\
 [pod_vif_nested]\nworker_nodes_subnets = {subnet}\n\n\
 [binding]\ndefault_driver = kuryr.lib.binding.drivers.vlan\nlink_iface = eth0\n\n\
 [vif_pool]\nports_pool_batch = 10\nports_pool_min = 5\nports_pool_update_frequency = 20\n\n\
+[octavia_defaults]\n{octavia}\n\
 [health_server]\nport = {health}\n\n[prometheus_exporter]\ncontroller_exporter_port = {metrics}\n",
         api = o.api_root,
+        provider = o.lb_provider,
+        octavia = octavia_defaults(&o.lb_provider),
         token = token.display(),
         debug = std::env::var_os("KURYR_BENCH_UPSTREAM_DEBUG").is_some(),
         pool = o.pool_driver,
@@ -186,6 +192,18 @@ service_subnet = {ssubnet}\n{tags}\n\
             String::new()
         },
     )
+}
+
+/// `[octavia_defaults]` for a provider: upstream's own defaults for amphora (L3 members, SG rules on the
+/// VIP port, ROUND_ROBIN); for ovn SOURCE_IP_PORT (ovn has no ROUND_ROBIN), no VIP SG rules (upstream's
+/// docs: not needed where the load balancer keeps the client IP) and L2 members (on their own subnet,
+/// as kuryr-rs makes them).
+pub fn octavia_defaults(provider: &str) -> &'static str {
+    if provider == "ovn" {
+        "member_mode = L2\nenforce_sg_rules = false\nlb_algorithm = SOURCE_IP_PORT\n"
+    } else {
+        "member_mode = L3\nenforce_sg_rules = true\nlb_algorithm = ROUND_ROBIN\n"
+    }
 }
 
 pub fn start_upstream(

@@ -12,8 +12,8 @@ use kuryr_api::k8s_openapi::api::core::v1::{
     Container, Node, NodeAddress, NodeCondition, NodeStatus, PodSpec,
 };
 use kuryr_api::{
-    crds, Api, Client, DeleteParams, KuryrPort, ListParams, Namespace, ObjectMeta, Patch, PatchParams, Pod,
-    PostParams, ResourceExt,
+    crds, Api, Client, DeleteParams, KuryrLoadBalancer, KuryrPort, ListParams, Namespace, ObjectMeta, Patch,
+    PatchParams, Pod, PostParams, ResourceExt, Service,
 };
 use serde_json::{json, Value};
 
@@ -21,6 +21,11 @@ use crate::cloud::Vm;
 
 pub fn kuryrport_api(client: &Client, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::erase::<KuryrPort>(&());
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+pub fn klb_api(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::erase::<KuryrLoadBalancer>(&());
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
@@ -86,6 +91,19 @@ pub async fn delete_namespace(client: &Client, ns: &str) {
             let _ = pods
                 .patch(&p.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
                 .await;
+        }
+    }
+    // Services and KuryrLoadBalancers hold finalizers the stopped controller will never release.
+    for api in [
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Service>(&())),
+        klb_api(client, ns),
+    ] {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            for o in list {
+                let _ = api
+                    .patch(&o.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+                    .await;
+            }
         }
     }
     let _ = pods.delete_collection(&grace0(), &ListParams::default()).await;

@@ -11,6 +11,7 @@ use kuryr_bench::scenarios::burst::{self, BurstOpts};
 use kuryr_bench::scenarios::churn::{self, ChurnOpts};
 use kuryr_bench::scenarios::datapath::{self, DatapathOpts};
 use kuryr_bench::scenarios::scale::{self, ScaleOpts};
+use kuryr_bench::scenarios::services::{self, ServicesOpts};
 use kuryr_bench::session::{self, CloudKind, Settings, Spec};
 use kuryr_bench::{kubeenv, machine, report};
 use kuryr_cloudsim::Profile;
@@ -73,6 +74,22 @@ struct RunArgs {
     scale_pods: usize,
     #[arg(long, default_value_t = 2_000)]
     scale_services: usize,
+    /// services: Services created at once, endpoints each, then a rolling update of this many endpoints
+    /// behind one Service, this many replaced per step (one Endpoints update per step).
+    #[arg(long, default_value_t = 200)]
+    services: usize,
+    #[arg(long, default_value_t = 5)]
+    services_endpoints: usize,
+    #[arg(long, default_value_t = 50)]
+    services_rolling_pods: usize,
+    #[arg(long, default_value_t = 10)]
+    services_rolling_step: usize,
+    /// services: Octavia providers measured (ovn at --time-scale; amphora at --services-amphora-time-scale).
+    #[arg(long, value_delimiter = ',', default_value = "ovn,amphora")]
+    services_providers: Vec<String>,
+    /// Time-scale of the amphora runs (its LB create is 90 s p50 in the profile).
+    #[arg(long, default_value_t = 0.1)]
+    services_amphora_time_scale: f64,
     /// datapath: seconds per iperf3 / sockperf run, runs per (path, message size), message sizes.
     #[arg(long, default_value_t = 3)]
     datapath_seconds: u64,
@@ -83,8 +100,14 @@ struct RunArgs {
     /// Per-wait timeout in seconds.
     #[arg(long, default_value_t = 900)]
     timeout_s: u64,
-    /// kuryr-controller flags that turn pools on (empty: the kuryr-rs pools variant is skipped).
-    #[arg(long, allow_hyphen_values = true, default_value = "")]
+    /// kuryr-controller flags of the pools variants (empty: the kuryr-rs pools variants are skipped). The
+    /// default is upstream's pool settings in the bench (batch 10, min 5, no max); no-pools sessions pass
+    /// `--ports-pool=false`.
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value = "--ports-pool=true --ports-pool-batch 10 --ports-pool-min 5 --ports-pool-max 0"
+    )]
     kuryr_pool_args: String,
     #[arg(long, env = "KURYR_BENCH_CONTROLLER_BIN")]
     kuryr_bin: PathBuf,
@@ -143,10 +166,6 @@ type Sink<'a> = dyn FnMut(Record) -> anyhow::Result<()> + 'a;
 /// Why a scenario has no figures in this harness yet.
 fn not_built(s: Scenario) -> &'static str {
     match s {
-        Scenario::Services => {
-            "not measured: the Services controller landed in main during this work, after the harness's \
-             services scenario could be written and run (Services x 5 endpoints + rolling update); see docs/BENCHMARKS.md"
-        }
         Scenario::CniAdd => "not measured: no CNI ADD benchmark from the CNI work was in main to reuse",
         _ => "not measured",
     }
@@ -244,6 +263,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
             Scenario::Burst => burst_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Churn => churn_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Scale => scale_all(&settings, &a, &impls, timeout, &mut sink).await?,
+            Scenario::Services => services_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Datapath => datapath_all(&settings, &a, &impls, &mut sink).await?,
             other => {
                 for i in &impls {
@@ -292,7 +312,7 @@ async fn burst_all(
                 Scenario::Burst,
                 implementation,
                 &spec.variant(),
-                "kuryr-rs port pools are not in main yet (docs/controller.md 'Not yet done'); pass --kuryr-pool-args once they are",
+                "skipped: --kuryr-pool-args is empty",
             ))?;
             continue;
         }
@@ -320,13 +340,13 @@ async fn churn_all(
             profile: None,
         };
         if implementation == Implementation::KuryrRs && s.kuryr_pool_args.is_empty() {
-            // Without pools in main the figure is still measured, pools off, and says so.
+            // Pool flags emptied on the command line: still measured, pools off, and says so.
             let spec = Spec { pools: false, ..spec };
             let mut r = churn::run(s, spec, &churn_opts(a, timeout)).await;
             r.note = Some(
                 [
                     r.note.take(),
-                    Some("kuryr-rs pools not in main yet: churn measured with pools off".into()),
+                    Some("--kuryr-pool-args is empty: churn measured with pools off".into()),
                 ]
                 .into_iter()
                 .flatten()
@@ -429,6 +449,63 @@ async fn datapath_all(
         );
         for r in datapath::run(&s.lab, &o).await {
             out(r)?;
+        }
+    }
+    Ok(())
+}
+
+async fn services_all(
+    s: &Settings,
+    a: &RunArgs,
+    impls: &[Implementation],
+    timeout: Duration,
+    out: &mut Sink<'_>,
+) -> anyhow::Result<()> {
+    for provider in &a.services_providers {
+        // The emulated cloud's default provider is the one measured (upstream names it in its kuryr.conf).
+        let mut profile = s.profile.clone();
+        profile.octavia.default_provider = provider.clone();
+        if provider == "amphora" {
+            profile.time_scale = a.services_amphora_time_scale;
+        }
+        // 200 VIP ports on top of the VMs': Neutron's default 500-port quota is not what is measured.
+        profile.neutron.quotas.insert("port".into(), -1);
+        for &implementation in impls {
+            let spec = Spec {
+                scenario: if provider == "ovn" {
+                    "svc_ovn"
+                } else {
+                    "svc_amphora"
+                },
+                implementation,
+                pools: false,
+                cloud: CloudKind::Sim,
+                upstream_handlers: "service,endpoints,kuryrloadbalancer",
+                kuryr_extra_args: [
+                    "--service-subnet",
+                    "{service_subnet}",
+                    "--lb-provider",
+                    provider,
+                    "--lb-default-provider",
+                    provider,
+                ]
+                .map(String::from)
+                .to_vec(),
+                profile: Some(profile.clone()),
+            };
+            eprintln!(
+                "services: {implementation:?} {provider} at time-scale {} ({} x {} endpoints, rolling {} by {})",
+                profile.time_scale, a.services, a.services_endpoints, a.services_rolling_pods, a.services_rolling_step
+            );
+            let o = ServicesOpts {
+                services: a.services,
+                endpoints: a.services_endpoints,
+                rolling_pods: a.services_rolling_pods,
+                rolling_step: a.services_rolling_step,
+                provider: provider.clone(),
+                timeout,
+            };
+            out(services::run(s, spec, &o).await)?;
         }
     }
     Ok(())

@@ -193,24 +193,30 @@ async fn forward(p: &Proxy, req: Request) -> anyhow::Result<Response> {
     if let Some(items) = v.get_mut("items").and_then(Value::as_array_mut) {
         items.iter_mut().for_each(fix_object);
     }
+    // The body is re-encoded: its length changed, and an apiserver answer over 4 KiB came chunked
+    // (hyper closes the connection on a chunked header with a sized body).
     let mut parts = parts;
     parts.headers.remove("content-length");
+    parts.headers.remove("transfer-encoding");
     Ok(Response::from_parts(parts, Body::from(serde_json::to_vec(&v)?)))
 }
 
 /// Gives a Kuryr CR read by upstream the `status` its own CRDs always had: our CRDs have a status
-/// subresource, so a create's `status: {vifs: {}}` is dropped and upstream's handlers index
-/// `status['vifs']` unguarded.
+/// subresource, so a create's `status` is dropped. Upstream's KuryrPort handlers index `status['vifs']`
+/// unguarded; its KuryrLoadBalancer handler, seeing no `status`, patches in `status: {}` and waits for
+/// the next event, which that empty patch (a no-op here) never causes.
 pub fn fix_object(o: &mut Value) {
     let Some(obj) = o.as_object_mut() else { return };
-    if obj.get("kind").and_then(Value::as_str) != Some("KuryrPort") {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if kind != "KuryrPort" && kind != "KuryrLoadBalancer" {
         return;
     }
+    let port = kind == "KuryrPort";
     let status = obj.entry("status").or_insert_with(|| Value::Object(Map::new()));
     if !status.is_object() {
         *status = Value::Object(Map::new());
     }
-    if let Some(st) = status.as_object_mut() {
+    if let (true, Some(st)) = (port, status.as_object_mut()) {
         st.entry("vifs").or_insert_with(|| Value::Object(Map::new()));
     }
 }
@@ -294,6 +300,12 @@ mod tests {
         let mut wired = json!({"kind": "KuryrPort", "status": {"vifs": {"eth0": {}}}});
         fix_object(&mut wired);
         assert_eq!(wired["status"], json!({"vifs": {"eth0": {}}}));
+        let mut klb = json!({"kind": "KuryrLoadBalancer", "spec": {}});
+        fix_object(&mut klb);
+        assert_eq!(klb["status"], json!({}));
+        let mut built = json!({"kind": "KuryrLoadBalancer", "status": {"members": []}});
+        fix_object(&mut built);
+        assert_eq!(built["status"], json!({"members": []}));
         let mut pod = json!({"kind": "Pod"});
         fix_object(&mut pod);
         assert!(pod.get("status").is_none());

@@ -155,10 +155,11 @@ impl Session {
     async fn start_controller(&self, s: &Settings, dir: &Path) -> anyhow::Result<Controller> {
         match self.spec.implementation {
             Implementation::KuryrRs => {
+                // kuryr-controller's pools are on by default: a no-pools session says so.
                 let mut extra = if self.spec.pools {
                     s.kuryr_pool_args.clone()
                 } else {
-                    Vec::new()
+                    vec!["--ports-pool=false".to_string()]
                 };
                 // `{service_subnet}` stands for the emulated cloud's service subnet, known only now.
                 extra.extend(
@@ -189,6 +190,7 @@ impl Session {
                         cluster_id: &self.cluster_id,
                         pool_driver: if self.spec.pools { "nested" } else { "noop" },
                         handlers: self.spec.upstream_handlers,
+                        lb_provider: self.lb_provider(),
                         proxy,
                     },
                     &self.cloud,
@@ -197,6 +199,16 @@ impl Session {
                 )
             }
         }
+    }
+
+    /// The Octavia provider upstream names for its load balancers: the emulated cloud's default (a
+    /// services session sets it to the provider measured); amphora on the real cloud.
+    fn lb_provider(&self) -> String {
+        self.cloud
+            .sim
+            .as_ref()
+            .map(|sim| sim.profile().octavia.default_provider)
+            .unwrap_or_else(|| "amphora".into())
     }
 
     pub fn host_ip(&self) -> bool {
@@ -267,6 +279,15 @@ impl Session {
         let sim = self.cloud.sim.as_ref()?;
         let calls = sim.calls();
         Some(CallCounts::of(calls.iter().filter(|c| c.seq > since_seq)))
+    }
+
+    /// The cloudsim call log in `(after_seq, up_to_seq]` (None on the real cloud).
+    pub fn calls_between(&self, after_seq: u64, up_to_seq: u64) -> Option<CallCounts> {
+        let sim = self.cloud.sim.as_ref()?;
+        let calls = sim.calls();
+        Some(CallCounts::of(
+            calls.iter().filter(|c| c.seq > after_seq && c.seq <= up_to_seq),
+        ))
     }
 
     pub fn last_seq(&self) -> u64 {

@@ -153,6 +153,12 @@ impl SimHandle {
         lock(&self.shared.calls).clear();
     }
 
+    /// Reads the emulated cloud's state in place: no API call, so nothing is logged, delayed or faulted
+    /// (a harness watching load balancers turn ACTIVE without adding to the call log it counts).
+    pub fn inspect<R>(&self, f: impl FnOnce(&crate::world::World) -> R) -> R {
+        f(&self.shared.world())
+    }
+
     pub fn add_fault(&self, rule: FaultRule) {
         lock(&self.shared.faults).faults.push(rule);
     }
