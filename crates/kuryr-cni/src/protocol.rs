@@ -124,6 +124,29 @@ mod tests {
         assert_eq!(serde_json::from_str::<DaemonResponse>(&s).unwrap(), err);
     }
 
+    // Found by fuzz/fuzz_targets/daemon_protocol.rs: without serde_json's float_roundtrip, a number in the
+    // runtime's prevResult came out of the daemon's decoding one ULP off.
+    #[test]
+    fn numbers_in_the_netconf_reach_the_daemon_unchanged() {
+        let conf = crate::cni::NetConf::parse(
+            br#"{"cniVersion":"1.1.0","name":"k","type":"kuryr-cni","prevResult":{"x":444444.4444444444000000000000000003219573333613107917}}"#,
+        )
+        .unwrap();
+        let req = CniRequest {
+            command: crate::cni::Command::Gc,
+            version: crate::cni::CniVersion::V110,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            pod: None,
+            args: Default::default(),
+            config: conf,
+        };
+        let line = serde_json::to_string(&req).unwrap();
+        assert!(line.contains(r#"{"x":444444.4444444444}"#), "{line}");
+        assert_eq!(decode_request(&line).unwrap(), req);
+    }
+
     #[test]
     fn missing_socket_is_a_clear_try_again() {
         let req = CniRequest {
