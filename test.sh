@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of kuryr-rs, installing what it needs: starts the lab (real Kubernetes + Keystone + Neutron on
 # ML2/OVN + Octavia; cached after the first run), then formatting and lint checks, then every unit and
-# integration test of the workspace against that lab. Idempotent; leaves the lab running (`lab/lab down` stops it).
+# integration test of the workspace against that lab, then every fuzz target for 30 s (fuzz/run, docs/fuzzing.md).
+# Idempotent; leaves the lab running (`lab/lab down` stops it).
 set -euo pipefail
 cd "$(dirname "$0")"
 [ "$(id -u)" = 0 ] || { echo "test.sh needs root (the lab makes network namespaces and OVS bridges)" >&2; exit 1; }
@@ -25,4 +26,5 @@ stage lab lab/lab up
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 stage test cargo test --workspace --locked --no-fail-fast
+stage fuzz fuzz/run
 report
