@@ -38,7 +38,7 @@ const CRD_MANAGER: &str = "kuryr-crd-test";
 /// Generous upper bounds for the waits; the assertions are about what happens, not how fast.
 const WIRE_TIMEOUT: Duration = Duration::from_secs(420);
 const GONE_TIMEOUT: Duration = Duration::from_secs(420);
-const ACTIVE_TIMEOUT: Duration = Duration::from_secs(60);
+const ACTIVE_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[tokio::test]
 async fn pods_are_wired_and_released_on_cloudsim() -> anyhow::Result<()> {
