@@ -31,6 +31,7 @@ use kuryr_cloudsim::world::World;
 use serde_json::{json, Value};
 
 use crate::calls::CallCounts;
+use crate::controllers::counter_sum;
 use crate::kubeenv;
 use crate::record::{Implementation, Record, Scenario};
 use crate::session::{Session, Settings, Spec};
@@ -389,6 +390,23 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
+/// kuryr-rs: the time its calls spent waiting for its OpenStack client's rate limiter, summed over
+/// calls (`kuryr_openstack_ratelimit_wait_seconds_total`); None for upstream.
+async fn ratelimit_wait_s(session: &Session) -> Option<f64> {
+    let url = session.controller.as_ref()?.metrics_url.clone()?;
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(counter_sum(
+        &text,
+        "kuryr_openstack_ratelimit_wait_seconds_total",
+        "",
+    ))
+}
+
 fn summary_json(samples: &[f64]) -> Value {
     match Summary::of(samples) {
         Some(s) => json!({"p50_s": s.p50, "p99_s": s.p99, "max_s": s.max}),
@@ -527,8 +545,15 @@ async fn phases(
         );
         r.extra.insert("calls_rolling_update".into(), c.to_json());
     }
+    if let Some(c) = session.calls_between(seq1, seq2) {
+        r.extra.insert("calls_rolling_service_create".into(), c.to_json());
+    }
     if let Some(l) = load0 {
         r.extra.insert("load_avg_1m_at_start".into(), l.into());
+    }
+    if let Some(wait) = ratelimit_wait_s(session).await {
+        r.extra
+            .insert("client_ratelimit_wait_s".into(), round_ms(wait).into());
     }
     if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
         r.rss_mib = Some(round_ms(f.peak_rss_mib));
