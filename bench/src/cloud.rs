@@ -61,6 +61,8 @@ fn write_clouds_yaml(dir: &Path, name: &str, c: &Creds) -> anyhow::Result<PathBu
             c.auth_url, c.username, c.password, c.project_name, c.region
         ),
     )?;
+    // It holds a password: kuryr-controller refuses it when every user can read it.
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     Ok(path)
 }
 

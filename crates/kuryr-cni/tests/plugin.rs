@@ -335,6 +335,47 @@ async fn the_socket_is_root_only() {
     assert_eq!(mode(d.socket.parent().unwrap()), 0o700);
 }
 
+/// A directory left open by someone (0755) and a leftover socket file (0666) end up 0700 and 0600; a
+/// symlinked, world-writable or foreign directory is refused rather than served from.
+#[tokio::test]
+async fn the_socket_directory_is_made_private_or_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o777;
+    let base = std::env::temp_dir().join(format!("kcni-sockdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let open = base.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = open.join("cni.sock");
+    std::fs::write(&sock, "leftover").unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let listener = server::bind_socket(&sock).unwrap();
+    assert_eq!((mode(&open), mode(&sock)), (0o700, 0o600));
+    drop(listener);
+
+    let shared = base.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let e = server::bind_socket(&shared.join("cni.sock")).unwrap_err();
+    assert!(e.to_string().contains("writable by every user"), "{e}");
+    assert_eq!(mode(&shared), 0o777, "a shared directory is left as it was");
+
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&shared, &link).unwrap();
+    let e = server::bind_socket(&link.join("cni.sock")).unwrap_err();
+    assert!(e.to_string().contains("not a directory"), "{e}");
+
+    // Another user's directory (only root can make one for the test).
+    if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+        let foreign = base.join("foreign");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        let e = server::bind_socket(&foreign.join("cni.sock")).unwrap_err();
+        assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_macvlan_add_check_del_through_the_binary() {
     if !common::require_root("real_macvlan_add_check_del_through_the_binary") {

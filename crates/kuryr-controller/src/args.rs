@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{CommandFactory, Parser, ValueEnum};
 use futures::FutureExt;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kuryr_api::VifType;
 use kuryr_core::{PoolLimits, VlanRange};
 use kuryr_openstack::{AuthSource, ClientConfig, Cloud};
@@ -24,6 +23,7 @@ use crate::metrics::Metrics;
 use crate::networks::{NetworksConfig, SubnetMode};
 use crate::policies::PolicyConfig;
 use crate::runtime::{self, Runtime};
+use crate::secret_files;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum VifDriverArg {
@@ -104,6 +104,16 @@ pub struct Args {
     /// Octavia provider for Services that name none (annotation openstack.org/kuryr-lb-provider).
     #[arg(long, env = "KURYR_LB_PROVIDER")]
     pub lb_provider: Option<String>,
+    /// Providers a Service may name with openstack.org/kuryr-lb-provider besides --lb-provider (comma
+    /// separated); default: none, any other name is refused with an Event.
+    #[arg(long, env = "KURYR_LB_ALLOWED_PROVIDERS", value_delimiter = ',')]
+    pub lb_allowed_providers: Vec<String>,
+    /// External networks a Service's loadBalancerIP may be on besides --external-network.
+    #[arg(long, env = "KURYR_LB_FLOATING_IP_NETWORKS", value_delimiter = ',')]
+    pub lb_floating_ip_networks: Vec<String>,
+    /// Ranges a Service's loadBalancerIP must fall in; default: any address of the allowed networks.
+    #[arg(long, env = "KURYR_LB_FLOATING_IP_CIDRS", value_delimiter = ',')]
+    pub lb_floating_ip_cidrs: Vec<String>,
     /// Octavia's own default provider (for the feature gates when none is named).
     #[arg(long, env = "KURYR_LB_DEFAULT_PROVIDER", default_value = "amphora")]
     pub lb_default_provider: String,
@@ -210,6 +220,14 @@ pub enum SubnetDriverArg {
     Namespace,
 }
 
+/// Trimmed, without empty items (`--x=` from a file means none).
+fn nonempty(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 fn cidrs(list: &[String]) -> anyhow::Result<Vec<kuryr_core::policy::Cidr>> {
     list.iter()
         .map(|c| c.parse().map_err(|e| anyhow::anyhow!("{c}: {e}")))
@@ -267,12 +285,16 @@ impl Args {
         if c.policy.namespace_isolation && c.policy.pod_cidrs.is_empty() {
             anyhow::bail!("--namespace-isolation needs --pod-cidrs");
         }
+        let fip_cidrs = cidrs(&nonempty(&self.lb_floating_ip_cidrs)).context("lb-floating-ip-cidrs")?;
         c.services = self.service_subnet.as_ref().map(|subnet| {
             let mut s = crate::services::ServicesConfig::new(subnet);
             s.member_subnet_id = Some(self.pod_subnet.clone());
             s.external_network_id = self.external_network.clone();
             s.provider = self.lb_provider.clone();
             s.default_provider = self.lb_default_provider.clone();
+            s.allowed_providers = nonempty(&self.lb_allowed_providers);
+            s.floating_ip_networks = nonempty(&self.lb_floating_ip_networks);
+            s.floating_ip_cidrs = fip_cidrs;
             s.pending_limit = std::time::Duration::from_secs(self.lb_pending_limit);
             s.drift_interval = std::time::Duration::from_secs(self.lb_drift_interval);
             s.coalesce = std::time::Duration::from_millis(self.lb_coalesce_ms);
@@ -325,15 +347,12 @@ impl Args {
         }
     }
 
+    /// The Kubernetes client; warns loudly when the kubeconfig turns certificate verification off.
     async fn kube_client(&self) -> anyhow::Result<kube::Client> {
-        let config = match &self.kubeconfig {
-            Some(path) => {
-                let kc =
-                    Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-            }
-            None => kube::Config::infer().await?,
-        };
+        let config = kuryr_api::kubeconfig::load(self.kubeconfig.as_deref()).await?;
+        if let Some(w) = kuryr_api::kubeconfig::tls_warning(&config) {
+            tracing::warn!("{w}");
+        }
         Ok(kube::Client::try_from(config)?)
     }
 
@@ -370,15 +389,17 @@ impl Args {
 
     pub async fn run(self) -> anyhow::Result<()> {
         let config = self.config()?;
-        if let Some(path) = &self.clouds_yaml {
-            config_file::read_guarded(path)?;
-        }
+        // Every clouds.yaml / secure.yaml the SDK will read, before anything connects.
+        secret_files::guard_cloud_files(&self.cloud_config().auth)?;
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let client = self.kube_client().await.context("connecting to Kubernetes")?;
         let cloud = Cloud::connect_with_observer(self.cloud_config(), Some(metrics.call_observer()))
             .await
             .context("connecting to OpenStack")?;
+        if let Some(w) = cloud.tls_warning() {
+            tracing::warn!("{w}");
+        }
         let features = cloud.neutron_features().await?;
         if let Err(e) = features.require("kuryr-controller", "trunk") {
             anyhow::bail!("{e}");
@@ -498,6 +519,45 @@ mod tests {
         let c = args.config().unwrap();
         assert!(!c.pools_enabled);
         assert_eq!(c.vif_type, VifType::NestedMacvlan);
+    }
+
+    #[test]
+    fn load_balancer_allow_lists_come_from_flags_and_default_to_the_configured_values() {
+        let base = [
+            "kuryr-controller",
+            "--cluster-id",
+            "c1",
+            "--pod-subnet",
+            "sub",
+            "--service-subnet",
+            "svc",
+            "--lb-provider",
+            "ovn",
+            "--external-network",
+            "public",
+        ];
+        let c = Args::try_parse_from(base).unwrap().config().unwrap();
+        let a = c.services.unwrap().allow_list(Some("p".into()));
+        assert_eq!(a.default_provider.as_deref(), Some("ovn"));
+        assert!(a.providers.is_empty(), "only the default provider by default");
+        assert_eq!(a.fip_networks, vec!["public"]);
+        assert!(a.fip_cidrs.is_empty());
+        let mut argv: Vec<&str> = base.to_vec();
+        argv.extend([
+            "--lb-allowed-providers",
+            "amphora",
+            "--lb-floating-ip-networks",
+            "public,corp",
+            "--lb-floating-ip-cidrs",
+            "203.0.113.0/26",
+        ]);
+        let c = Args::try_parse_from(argv.clone()).unwrap().config().unwrap();
+        let a = c.services.unwrap().allow_list(None);
+        assert_eq!(a.providers, vec!["amphora"]);
+        assert_eq!(a.fip_networks, vec!["public", "corp"]);
+        assert_eq!(a.fip_cidrs.len(), 1);
+        argv.extend(["--lb-floating-ip-cidrs", "203.0.113.1/8"]);
+        assert!(Args::try_parse_from(argv).unwrap().config().is_err());
     }
 
     #[test]

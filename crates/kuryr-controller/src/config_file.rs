@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 
+use crate::secret_files::read_guarded;
+
 /// What an upstream `kuryr.conf` option becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upstream {
@@ -200,45 +202,6 @@ impl Known {
             .collect();
         Self { flags }
     }
-}
-
-/// Key names that mean the file holds a secret.
-const SECRET_KEYS: [&str; 4] = ["password", "secret", "token", "application_credential_secret"];
-
-fn secret_in(text: &str) -> Option<&'static str> {
-    let lower = text.to_ascii_lowercase();
-    SECRET_KEYS.into_iter().find(|k| {
-        lower.lines().any(|l| {
-            let l = l.trim_start();
-            l.starts_with(k) && l[k.len()..].trim_start().starts_with([':', '='])
-        })
-    })
-}
-
-/// Refuses `text` read from `file` with `mode` if it holds a credential and is world-readable.
-pub fn check_secrets(file: &str, text: &str, mode: u32) -> Result<(), ConfigFileError> {
-    match secret_in(text) {
-        Some(what) if mode & 0o004 != 0 => Err(ConfigFileError::WorldReadable {
-            file: file.to_owned(),
-            what: what.to_owned(),
-            mode: mode & 0o7777,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Reads a file and applies [`check_secrets`].
-pub fn read_guarded(path: &Path) -> Result<String, ConfigFileError> {
-    use std::os::unix::fs::PermissionsExt;
-    let file = path.display().to_string();
-    let err = |e: std::io::Error| ConfigFileError::Read {
-        file: file.clone(),
-        reason: e.to_string(),
-    };
-    let text = std::fs::read_to_string(path).map_err(err)?;
-    let mode = std::fs::metadata(path).map_err(err)?.permissions().mode();
-    check_secrets(&file, &text, mode)?;
-    Ok(text)
 }
 
 fn scalar(v: &serde_yaml::Value) -> Option<String> {
@@ -480,17 +443,5 @@ mod tests {
         let args = <Args as clap::Parser>::try_parse_from(argv).unwrap();
         args.config().unwrap();
         assert!(args.leader_elect);
-    }
-
-    #[test]
-    fn credentials_in_a_world_readable_file_are_refused() {
-        let text = "[neutron]\nusername = kuryr\npassword = s3cret\n";
-        let e = check_secrets("/etc/kuryr/kuryr.conf", text, 0o100644).unwrap_err();
-        assert!(e.to_string().contains("readable by every user (mode 644)"), "{e}");
-        assert!(e.to_string().contains("chmod o-rwx /etc/kuryr/kuryr.conf"));
-        assert!(check_secrets("f", text, 0o100640).is_ok());
-        assert!(check_secrets("f", "pod_subnet: x\n", 0o100644).is_ok());
-        let clouds = "clouds:\n  c:\n    auth:\n      application_credential_secret: x\n";
-        assert!(check_secrets("clouds.yaml", clouds, 0o100604).is_err());
     }
 }

@@ -51,6 +51,8 @@ pub struct Context {
     wiring: Mutex<HashMap<String, Wiring>>,
     /// Consecutive failures per object uid, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Per object uid: the refusals last told in Events (annotations not honoured), so each is told once.
+    told: Mutex<HashMap<String, Vec<String>>>,
     /// Warm port pools (see [`crate::ports::pool`]).
     pub pools: PoolState,
     /// nested-macvlan's VM ports and VRRP MACs.
@@ -97,6 +99,7 @@ impl Context {
             written: Mutex::default(),
             wiring: Mutex::default(),
             failures: Mutex::default(),
+            told: Mutex::default(),
             pools: PoolState::default(),
             macvlan: MacvlanState::default(),
         }
@@ -162,6 +165,22 @@ impl Context {
     /// The pod's KuryrPort is gone: drop its wiring clock.
     pub fn forget_pod(&self, pod_uid: &str) {
         lock(&self.wiring).remove(pod_uid);
+        lock(&self.told).remove(pod_uid);
+    }
+
+    /// Whether `messages` differ from what was told about `uid` last time (then they are remembered). An
+    /// empty list is never news, and forgets what was told.
+    pub fn news(&self, uid: &str, messages: Vec<String>) -> bool {
+        let mut told = lock(&self.told);
+        if messages.is_empty() {
+            told.remove(uid);
+            return false;
+        }
+        if told.get(uid) == Some(&messages) {
+            return false;
+        }
+        told.insert(uid.to_owned(), messages);
+        true
     }
 
     /// Ports named by any KuryrPort status (the synced cache, plus statuses written it has not shown yet).

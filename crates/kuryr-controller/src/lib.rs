@@ -31,6 +31,7 @@ pub mod policies;
 pub mod ports;
 pub mod runtime;
 pub mod scope;
+pub mod secret_files;
 pub mod services;
 
 pub use args::Args;

@@ -117,3 +117,43 @@ fn a_world_readable_file_with_credentials_is_refused() {
     assert_ne!(code, 0);
     assert!(err.contains("readable by every user"), "{err}");
 }
+
+/// Every clouds.yaml / secure.yaml the SDK would read is checked, not only `--clouds-yaml`.
+#[test]
+fn world_readable_cloud_files_found_by_the_sdk_are_refused() {
+    let d = dir();
+    let home = d.0.join("home");
+    let user = home.join(".config/openstack");
+    std::fs::create_dir_all(&user).expect("test setup");
+    let clouds = user.join("clouds.yaml");
+    std::fs::write(
+        &clouds,
+        "clouds:\n  kuryr:\n    auth: {auth_url: 'http://127.0.0.1:9/v3', password: x}\n",
+    )
+    .expect("test setup");
+    let run_home = |mode: u32| {
+        std::fs::set_permissions(&clouds, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let out = Command::new(env!("CARGO_BIN_EXE_kuryr-controller"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .current_dir(&d.0)
+            .args(["--cluster-id", "c1", "--pod-subnet", "s1", "--os-cloud", "kuryr"])
+            .output()
+            .expect("test setup");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run_home(0o644);
+    assert!(
+        err.contains(&format!("{} holds credentials (password)", clouds.display())),
+        "{err}"
+    );
+    let err = run_home(0o600);
+    assert!(!err.contains("readable by every user"), "{err}");
+    // secure.yaml next to it
+    let secure = user.join("secure.yaml");
+    std::fs::write(&secure, "clouds:\n  kuryr:\n    auth:\n      password: x\n").expect("test setup");
+    std::fs::set_permissions(&secure, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let err = run_home(0o600);
+    assert!(err.contains("secure.yaml holds credentials"), "{err}");
+}

@@ -10,6 +10,7 @@
 
 pub mod policy;
 
+pub mod annotations;
 pub mod drivers;
 pub mod error;
 pub mod gc;

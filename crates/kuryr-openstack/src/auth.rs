@@ -212,7 +212,9 @@ impl Tls {
             }
         }
         if self.insecure {
-            tracing::warn!("TLS verification disabled by the cloud config (verify: false)");
+            tracing::warn!(
+                "INSECURE: TLS certificate verification disabled by the cloud config (verify: false)"
+            );
             b = b.danger_accept_invalid_certs(true);
         }
         Ok(b)
@@ -370,7 +372,10 @@ async fn login(cfg: &CloudConfig, generation: u64) -> Result<Credentials> {
         .disable_auth_cache(true)
         .connect()
         .await
-        .map_err(|e| Error::Auth(format!("login to {:?} failed: {e}", cfg.name)))?;
+        .map_err(|e| {
+            let cloud = cfg.name.as_deref().unwrap_or("(unnamed)");
+            Error::Auth(format!("login to cloud {cloud:?} failed: {e}"))
+        })?;
     let token = os
         .get_auth_token()
         .ok_or_else(|| Error::Auth("Keystone returned no token".to_owned()))?;

@@ -36,6 +36,8 @@ struct Inner {
     retry: RetryPolicy,
     neutron_features: OnceCell<NeutronFeatures>,
     octavia_features: OnceCell<OctaviaFeatures>,
+    /// clouds.yaml `verify: false`: certificates are not checked.
+    insecure_tls: bool,
 }
 
 impl std::fmt::Debug for Cloud {
@@ -138,7 +140,8 @@ impl Cloud {
         // Logins pass the same gate as every other call: rate-limited, capped, counted.
         let gate = Arc::new(Gate::new(config.rate_limit, config.max_concurrency, observer));
         let session = Session::open(&config.auth, config.token_renew_margin, gate.clone()).await?;
-        let builder = crate::auth::Tls::of(&config.auth)?.apply(reqwest::Client::builder())?;
+        let tls = crate::auth::Tls::of(&config.auth)?;
+        let builder = tls.apply(reqwest::Client::builder())?;
         let http = builder
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
@@ -153,7 +156,19 @@ impl Cloud {
                 retry: config.retry,
                 neutron_features: OnceCell::new(),
                 octavia_features: OnceCell::new(),
+                insecure_tls: tls.insecure,
             }),
+        })
+    }
+
+    /// The loud startup warning when certificate verification is off (clouds.yaml `verify: false`).
+    pub fn tls_warning(&self) -> Option<String> {
+        self.inner.insecure_tls.then(|| {
+            format!(
+                "INSECURE: TLS certificate verification is OFF for OpenStack ({}; clouds.yaml `verify: false`): \
+                 anyone on the path can read the credentials and tokens; set `cacert` instead",
+                self.endpoints().network
+            )
         })
     }
 
@@ -233,7 +248,11 @@ impl Cloud {
                 .request(req.method.clone(), url.clone())
                 .header(ACCEPT, HeaderValue::from_static("application/json"));
             if let Some(t) = &creds.token {
-                rb = rb.header("X-Auth-Token", t.expose_secret());
+                // Sensitive: never printed by a Debug of the request or its headers.
+                let mut v = HeaderValue::from_str(t.expose_secret())
+                    .map_err(|_| Error::Auth("the token is not a valid header value".to_owned()))?;
+                v.set_sensitive(true);
+                rb = rb.header("X-Auth-Token", v);
             }
             if let Some(m) = &req.if_match {
                 rb = rb.header("If-Match", m.as_str());

@@ -42,7 +42,39 @@ pub struct ClientConfig {
     pub token_renew_margin: Duration,
 }
 
+impl AuthSource {
+    /// The files the SDK reads for this source, in its order: `OS_CLIENT_CONFIG_PATH` entries, the vendor
+    /// file, the first `clouds.{yaml,yml,json}` of the standard locations, the given file (or
+    /// `OS_CLIENT_CONFIG_FILE`), the first `secure.{yaml,yml,json}`. Empty for `OS_*` variables without
+    /// `OS_CLOUD` and for noauth. Binaries check these for credentials others can read before connecting.
+    pub fn config_files(&self) -> Vec<PathBuf> {
+        let file = match self {
+            AuthSource::NoAuth { .. } => return Vec::new(),
+            AuthSource::Env if !std::env::var("OS_CLOUD").is_ok_and(|c| !c.is_empty()) => return Vec::new(),
+            AuthSource::Env => None,
+            AuthSource::CloudsYaml { file, .. } => file.clone(),
+        };
+        let file = file.or_else(|| std::env::var_os("OS_CLIENT_CONFIG_FILE").map(PathBuf::from));
+        use openstack_sdk::config::{
+            find_clouds_file, find_config_files_specified_in_env, find_secure_file, find_vendor_file,
+        };
+        let mut out: Vec<PathBuf> = find_config_files_specified_in_env().into_iter().collect();
+        out.extend(find_vendor_file());
+        out.extend(find_clouds_file());
+        out.extend(file);
+        out.extend(find_secure_file());
+        out.dedup();
+        out
+    }
+}
+
 impl ClientConfig {
+    /// Whether TLS certificate verification is off for this cloud (clouds.yaml `verify: false`). Binaries
+    /// say so loudly at start; nothing in kuryr-rs turns it off otherwise.
+    pub fn tls_verification_disabled(&self) -> crate::Result<bool> {
+        Ok(crate::auth::Tls::of(&self.auth)?.insecure)
+    }
+
     pub fn new(auth: AuthSource) -> Self {
         Self {
             auth,
@@ -81,5 +113,59 @@ impl ClientConfig {
         self.connect_timeout = connect;
         self.request_timeout = request;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clouds(text: &str) -> (PathBuf, ClientConfig) {
+        let dir =
+            std::env::temp_dir().join(format!("kuryr-tls-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("clouds.yaml");
+        std::fs::write(&file, text).unwrap();
+        (dir, ClientConfig::clouds_yaml(Some(file), "c"))
+    }
+
+    const CLOUD: &str = "clouds:\n  c:\n    auth_type: password\n    auth: {auth_url: 'https://k:5000/v3', username: u, password: p}\n";
+
+    #[test]
+    fn tls_verification_is_on_unless_the_cloud_says_verify_false() {
+        for (extra, off) in [
+            ("", false),
+            ("    verify: true\n", false),
+            ("    cacert: /etc/ssl/ca.pem\n", false),
+            ("    verify: false\n", true),
+        ] {
+            let (dir, cfg) = clouds(&format!("{CLOUD}{extra}"));
+            assert_eq!(cfg.tls_verification_disabled().unwrap(), off, "{extra:?}");
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        let noauth = ClientConfig::new(AuthSource::NoAuth {
+            network_url: "http://n".into(),
+            load_balancer_url: "http://o".into(),
+            project_id: None,
+        });
+        assert!(!noauth.tls_verification_disabled().unwrap());
+    }
+
+    #[test]
+    fn the_given_clouds_yaml_is_among_the_files_read() {
+        let (dir, cfg) = clouds(CLOUD);
+        let file = dir.join("clouds.yaml");
+        assert!(
+            cfg.auth.config_files().contains(&file),
+            "{:?}",
+            cfg.auth.config_files()
+        );
+        let noauth = AuthSource::NoAuth {
+            network_url: "http://n".into(),
+            load_balancer_url: "http://o".into(),
+            project_id: None,
+        };
+        assert!(noauth.config_files().is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -1,19 +1,16 @@
-//! Clients from the global flags.
+//! Clients from the global flags. Credentials files others can read are refused, and a configuration that
+//! turns TLS verification off is announced on stderr, as kuryr-controller does (docs/security.md).
 
 use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kuryr_openstack::{AuthSource, ClientConfig, Cloud};
 
 use crate::cli::Cli;
 
 pub async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
-    let config = match &cli.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
+    let config = kuryr_api::kubeconfig::load(cli.kubeconfig.as_deref()).await?;
+    if let Some(w) = kuryr_api::kubeconfig::tls_warning(&config) {
+        warn_loudly(&w);
+    }
     Ok(kube::Client::try_from(config)?)
 }
 
@@ -27,9 +24,18 @@ pub fn cloud_config(cli: &Cli) -> ClientConfig {
 }
 
 pub async fn cloud(cli: &Cli) -> anyhow::Result<Cloud> {
-    Cloud::connect(cloud_config(cli))
-        .await
-        .context("connecting to OpenStack")
+    let config = cloud_config(cli);
+    kuryr_controller::secret_files::guard_cloud_files(&config.auth)?;
+    let cloud = Cloud::connect(config).await.context("connecting to OpenStack")?;
+    if let Some(w) = cloud.tls_warning() {
+        warn_loudly(&w);
+    }
+    Ok(cloud)
+}
+
+/// On stderr, whatever the log filter.
+fn warn_loudly(message: &str) {
+    eprintln!("kuryrctl: WARNING: {message}");
 }
 
 /// `--project-id`, else the token's project.

@@ -108,6 +108,8 @@ async fn preflight_fails_on_a_cloud_without_trunks_and_with_a_tiny_port_quota() 
             sim.url()
         ),
     )?;
+    // Credentials: kuryrctl refuses a clouds.yaml every user can read.
+    std::fs::set_permissions(&yaml, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // A planned cluster of 3 nodes and 10 pods: 3 x 10 pool ports + 10 > 5.
     let result = preflight(
         &["--clouds-yaml", &yaml.display().to_string(), "--os-cloud", "sim"],

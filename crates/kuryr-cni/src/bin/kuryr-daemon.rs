@@ -55,9 +55,13 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let args = Args::parse();
-    let client = kuryr_api::Client::try_default()
+    let kube_config = kuryr_api::kubeconfig::load(None)
         .await
         .context("connecting to Kubernetes")?;
+    if let Some(w) = kuryr_api::kubeconfig::tls_warning(&kube_config) {
+        tracing::warn!("{w}");
+    }
+    let client = kuryr_api::Client::try_from(kube_config).context("connecting to Kubernetes")?;
     let cache = NodeCache::new();
     tokio::spawn(watch::run(client, args.node_name.clone(), cache.clone()));
 

@@ -13,10 +13,13 @@ use super::Daemon;
 use crate::binding::Binder;
 use crate::protocol::{decode_request, DaemonResponse, MAX_MESSAGE};
 
-/// Binds the socket root-only: its directory 0700, the socket 0600. A leftover socket file is replaced.
+/// Binds the socket root-only: its directory 0700, the socket 0600. A leftover socket file is replaced. The
+/// directory must be a real directory owned by this user and not writable by everyone (a symlink, another
+/// user's directory or a shared one like `/tmp` is refused: whoever controls it could swap the socket).
 pub fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
+        private_dir(dir)?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     match std::fs::remove_file(path) {
@@ -26,6 +29,29 @@ pub fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// Refuses a socket directory someone else could control.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("socket directory {}: {why}", dir.display()),
+        ))
+    };
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return refuse("not a directory (a symlink?)".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return refuse(format!("owned by uid {}, not by this user ({me})", meta.uid()));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return refuse("writable by every user (a shared directory); use a dedicated one".into());
+    }
+    Ok(())
 }
 
 /// Accepts until `shutdown` resolves; requests in flight finish on their own tasks.

@@ -4,6 +4,8 @@
 
 use kuryr_api::loadbalancer::{KuryrLoadBalancerStatus, LbPubIp, PubIpAllocMethod};
 use kuryr_api::{Api, Patch, PatchParams, Service};
+use kuryr_core::lb::allow;
+use kuryr_core::lb::{claim_floating_ip, AllowList, ExistingFip, FipClaim, Problem};
 use kuryr_openstack::neutron::floating_ips::{self, CreateFloatingIp};
 use kuryr_openstack::neutron::Filter;
 use kuryr_openstack::Owner;
@@ -13,7 +15,10 @@ use tracing::info;
 use crate::errors::{Error, Result};
 use crate::services::LbContext;
 
-/// Makes the floating IP match `want` (attach to `vip_port_id`) or not; returns whether `st` changed.
+/// Makes the floating IP match `want` (attach to `vip_port_id`) or not. A requested `lb_ip` goes through
+/// the allow-list ([`claim_floating_ip`]): another project's, another object's or an already associated
+/// floating IP is never taken; the refusal is returned (an Event and `Allowed=False`), the status is left
+/// without a floating IP.
 pub async fn ensure(
     ctx: &LbContext,
     owner: &Owner,
@@ -21,25 +26,38 @@ pub async fn ensure(
     want: bool,
     lb_ip: Option<&str>,
     vip_port_id: &str,
-) -> Result<bool> {
+    allow: &AllowList,
+) -> Result<Option<Problem>> {
     let cloud = &ctx.cloud;
     match (&st.service_pub_ip_info, want) {
-        (None, false) => Ok(false),
+        (None, false) => Ok(None),
         (Some(_), false) => {
             release(ctx, owner, st).await?;
-            Ok(true)
+            Ok(None)
         }
         (Some(have), true) => {
-            // Drift: re-point it if someone moved it.
+            // Drift: re-point ours if someone moved it; a user's floating IP that its owner moved elsewhere
+            // is given up, not taken back.
             match floating_ips::get(cloud, &have.ip_id).await {
-                Ok(f) if f.port_id.as_deref() == Some(vip_port_id) => Ok(false),
+                Ok(f) if f.port_id.as_deref() == Some(vip_port_id) => Ok(None),
+                Ok(f) if have.alloc_method == PubIpAllocMethod::User && f.port_id.is_some() => {
+                    let port = f.port_id.unwrap_or_default();
+                    st.service_pub_ip_info = None;
+                    Ok(Some(Problem::new(
+                        allow::LOAD_BALANCER_IP_NOT_ALLOWED,
+                        format!(
+                            "loadBalancerIP {}: its owner associated it with port {port}; given up",
+                            f.floating_ip_address
+                        ),
+                    )))
+                }
                 Ok(f) => {
                     floating_ips::associate(cloud, &f.id, vip_port_id, None).await?;
-                    Ok(false)
+                    Ok(None)
                 }
                 Err(e) if e.is_not_found() => {
                     st.service_pub_ip_info = None;
-                    Ok(true)
+                    Ok(None)
                 }
                 Err(e) => Err(e.into()),
             }
@@ -47,21 +65,24 @@ pub async fn ensure(
         (None, true) => {
             let (fip, method) = match lb_ip {
                 Some(ip) => {
-                    let found =
+                    let mut found =
                         floating_ips::list(cloud, Filter::new().eq("floating_ip_address", ip)).await?;
-                    match found.into_iter().next() {
-                        Some(f) => {
-                            let mine = Owner::from_tags(&f.tags).is_some_and(|o| o == *owner);
-                            (
-                                f,
-                                if mine {
-                                    PubIpAllocMethod::Pool
-                                } else {
-                                    PubIpAllocMethod::User
-                                },
-                            )
-                        }
-                        None => (create(ctx, owner, Some(ip)).await?, PubIpAllocMethod::Pool),
+                    let tagged =
+                        |f: &floating_ips::FloatingIp| Owner::from_tags(&f.tags).map(|o| o == *owner);
+                    // This Service's own first (a create whose status write was lost), else the first.
+                    let pick = found.iter().position(|f| tagged(f) == Some(true)).unwrap_or(0);
+                    let existing = found.get(pick).map(|f| ExistingFip {
+                        network_id: &f.floating_network_id,
+                        project_id: Some(f.project_id.as_str()).filter(|p| !p.is_empty()),
+                        port_id: f.port_id.as_deref(),
+                        tagged_for_us: tagged(f),
+                    });
+                    let project = ctx.project_id.clone().or_else(|| cloud.project_id());
+                    match claim_floating_ip(ip, existing, allow, project.as_deref(), vip_port_id) {
+                        FipClaim::Refused(p) => return Ok(Some(p)),
+                        FipClaim::Create => (create(ctx, owner, Some(ip)).await?, PubIpAllocMethod::Pool),
+                        FipClaim::Ours => (found.swap_remove(pick), PubIpAllocMethod::Pool),
+                        FipClaim::Users => (found.swap_remove(pick), PubIpAllocMethod::User),
                     }
                 }
                 None => {
@@ -81,7 +102,7 @@ pub async fn ensure(
                 ip_addr: fip.floating_ip_address,
                 alloc_method: method,
             });
-            Ok(true)
+            Ok(None)
         }
     }
 }

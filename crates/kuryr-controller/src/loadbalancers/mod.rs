@@ -15,7 +15,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::loadbalancer::{KuryrLoadBalancerStatus, ServiceType};
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectReference, Resource, ResourceExt};
-use kuryr_core::lb::{assess, desired_lb, plan, Assessment, OctaviaCaps, Op, Problem};
+use kuryr_core::lb::{assess, desired_lb, enforce, plan, Assessment, OctaviaCaps, Op, Problem};
 use kuryr_openstack::neutron::ports;
 use kuryr_openstack::octavia::{loadbalancers, status as tree};
 use kuryr_openstack::{waiter, Owner, WaitOptions};
@@ -91,24 +91,24 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     let owner = owner(ctx, klb);
     let tags = owner.tags()?;
     let features = ctx.cloud.octavia_features().await?;
+    // Held to the operator's allow-lists first: nothing outside them reaches the cloud.
+    let project = ctx.project_id.clone().or_else(|| ctx.cloud.project_id());
+    let allow = ctx.config.allow_list(project);
+    let enforced = enforce(&klb.spec, &allow);
+    let spec = &enforced.spec;
     let caps = OctaviaCaps {
         version: features.version,
-        provider: klb
-            .spec
+        provider: spec
             .provider
             .clone()
             .unwrap_or_else(|| ctx.config.default_provider.clone()),
     };
-    let (desired, problems) = desired_lb(
-        &ns,
-        &name,
-        &klb.spec,
-        &caps,
-        ctx.config.member_subnet_id.as_deref(),
-    );
+    let (desired, problems) = desired_lb(&ns, &name, spec, &caps, ctx.config.member_subnet_id.as_deref());
     let mut st = klb.status.clone().unwrap_or_default();
     status::supported(&mut st, generation, &problems);
-    tell(ctx, klb, &uid, &problems).await;
+    status::allowed(&mut st, generation, &enforced.refused);
+    let told: Vec<Problem> = enforced.refused.iter().chain(&problems).cloned().collect();
+    tell(ctx, klb, &uid, &told).await;
 
     // Which load balancer is ours: the status's, else one found by tags (a create whose status write was
     // lost, or a status cache that has not caught up).
@@ -237,19 +237,25 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     }
 
     // The tree matches the spec: the floating IP, then Ready.
-    let want_fip = klb.spec.service_type == Some(ServiceType::LoadBalancer)
+    let want_fip = spec.service_type == Some(ServiceType::LoadBalancer)
         && desired.expose
-        && (ctx.config.external_network_id.is_some() || klb.spec.lb_ip.is_some());
+        && !enforced.fip_refused
+        && (ctx.config.external_network_id.is_some() || spec.lb_ip.is_some());
     let had = st.service_pub_ip_info.as_ref().map(|f| f.ip_addr.clone());
-    fip::ensure(
+    let fip_refused = fip::ensure(
         ctx,
         &owner,
         &mut st,
         want_fip,
-        klb.spec.lb_ip.as_deref(),
+        spec.lb_ip.as_deref(),
         &lb.vip_port_id,
+        &allow,
     )
     .await?;
+    let mut refused = enforced.refused.clone();
+    refused.extend(fip_refused.iter().cloned());
+    status::allowed(&mut st, generation, &refused);
+    tell(ctx, klb, &format!("{uid}/fip"), fip_refused.as_slice()).await;
     let now = st.service_pub_ip_info.as_ref().map(|f| f.ip_addr.clone());
     if had != now || now.is_some() {
         fip::publish(ctx, &ns, &name, now.as_deref()).await?;
@@ -371,16 +377,17 @@ async fn repaired(ctx: &LbContext, klb: &KuryrLoadBalancer, kind: &str, note: St
     }
 }
 
-/// Unsupported parts of the Service: a Warning Event each on the Service, once per change.
-async fn tell(ctx: &LbContext, klb: &KuryrLoadBalancer, uid: &str, problems: &[Problem]) {
+/// Unsupported or refused parts of the Service: a Warning Event each on the KuryrLoadBalancer and its
+/// Service, unless the same set was told under `key` last time.
+async fn tell(ctx: &LbContext, klb: &KuryrLoadBalancer, key: &str, problems: &[Problem]) {
     let messages = problems
         .iter()
         .map(|p| format!("{}: {}", p.reason, p.message))
         .collect();
-    if !ctx.news(uid, messages) {
+    if !ctx.news(key, messages) {
         return;
     }
-    for p in problems {
+    for p in &Problem::by_reason(problems) {
         for obj in [klb.object_ref(&()), service_ref(klb)] {
             ctx.event(
                 &obj,

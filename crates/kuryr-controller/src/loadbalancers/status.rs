@@ -15,6 +15,8 @@ use crate::errors::{Error, Result};
 
 /// Condition saying whether everything the Service asks for could be built.
 pub const SUPPORTED: &str = "Supported";
+/// Condition saying whether everything the Service asks for is within the operator's allow-lists.
+pub const ALLOWED: &str = "Allowed";
 
 fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Option<T> {
     serde_json::from_value(json!(s)).ok()
@@ -143,4 +145,22 @@ pub async fn write(
     .await
     .map_err(Error::kube("patch_kuryrloadbalancer_status"))?;
     Ok(())
+}
+
+/// `Allowed`: True, or False with the first refusal's reason and every refusal's message.
+pub fn allowed(st: &mut KuryrLoadBalancerStatus, generation: Option<i64>, refused: &[Problem]) {
+    let c = match refused.first() {
+        None => Condition::new(ALLOWED, ConditionStatus::True, "AllAllowed", ""),
+        Some(first) => Condition::new(
+            ALLOWED,
+            ConditionStatus::False,
+            first.reason,
+            refused
+                .iter()
+                .map(|p| p.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    };
+    set_condition(&mut st.conditions, c.with_observed_generation(generation));
 }

@@ -209,9 +209,25 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
 #[instrument(skip(ns, ctx), fields(namespace = ns.name_any()))]
 pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> {
     if ns.metadata.deletion_timestamp.is_some() {
+        ctx.news(ns.metadata.uid.as_deref().unwrap_or_default(), Vec::new());
         return Ok(Action::await_change());
     }
     let name = ns.name_any();
+    // Upstream's project annotation is not honoured: say so once.
+    let refused = kuryr_core::annotations::refused(ns.metadata.annotations.as_ref());
+    let messages = refused.iter().map(|p| p.message.clone()).collect();
+    if ctx.news(ns.metadata.uid.as_deref().unwrap_or_default(), messages) {
+        for p in kuryr_core::lb::Problem::by_reason(&refused) {
+            ctx.event(
+                &ns.object_ref(&()),
+                EventType::Warning,
+                p.reason,
+                "ReadNamespace",
+                p.message,
+            )
+            .await;
+        }
+    }
     let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &name);
     let existing = api
         .get_opt(&name)

@@ -9,6 +9,7 @@ use kube::api::Preconditions;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kuryr_api::{Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
+use kuryr_core::lb::Problem;
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
 use tracing::{info, instrument, warn};
 
@@ -32,6 +33,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     let actions = pod::pod_actions(&pod, kp.as_deref());
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let kps: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
+    if !pod::is_deleting(&pod) {
+        tell_refused(&pod, &ctx).await;
+    }
 
     if actions.finalizer == FinalizerChange::Add {
         finalizer::add(&pods, &pod).await?;
@@ -74,6 +78,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
     Ok(Action::requeue(RESYNC))
+}
+
+/// Annotations that would choose cloud resources (upstream's project and extra-network annotations) are not
+/// honoured: a Warning Event each, once per change; the pod is wired as if they were absent.
+async fn tell_refused(pod: &Pod, ctx: &Context) {
+    let refused = kuryr_core::annotations::refused(pod.metadata.annotations.as_ref());
+    let messages = refused.iter().map(|p| p.message.clone()).collect();
+    if !ctx.news(pod.metadata.uid.as_deref().unwrap_or_default(), messages) {
+        return;
+    }
+    for p in Problem::by_reason(&refused) {
+        warn!(reason = p.reason, "{}", p.message);
+        ctx.event(
+            &pod.object_ref(&()),
+            EventType::Warning,
+            p.reason,
+            "ReadPod",
+            p.message,
+        )
+        .await;
+    }
 }
 
 async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Result<()> {

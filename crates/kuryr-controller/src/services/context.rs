@@ -194,7 +194,9 @@ impl LbContext {
         let mut st = lock(&self.state);
         st.pending.remove(uid);
         st.bursts.remove(uid);
-        st.told.remove(uid);
+        // Keys of this object: its uid, and `uid/...` for the other kinds of news (annotations, fip).
+        st.told
+            .retain(|k, _| k != uid && !k.starts_with(&format!("{uid}/")));
         st.failures.remove(uid);
     }
 

@@ -85,7 +85,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         .map(|p| format!("{}: {}", p.reason, p.message))
         .collect();
     if !problems.is_empty() && ctx.news(&format!("{uid}/annotations"), messages) {
-        for p in &problems {
+        for p in &kuryr_core::lb::Problem::by_reason(&problems) {
             ctx.event(
                 &svc.object_ref(&()),
                 EventType::Warning,

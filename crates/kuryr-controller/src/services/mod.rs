@@ -16,6 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::{Api, Endpoints, KuryrLoadBalancer, Service};
+use kuryr_core::lb::AllowList;
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, Instrument};
 
@@ -42,6 +43,13 @@ pub struct ServicesConfig {
     pub provider: Option<String>,
     /// What Octavia's default provider is, for the feature gates when no provider is named.
     pub default_provider: String,
+    /// Providers a Service may name besides `provider` (`openstack.org/kuryr-lb-provider`); empty: only
+    /// `provider`. Anything else is refused (docs/security.md).
+    pub allowed_providers: Vec<String>,
+    /// External networks a Service's `loadBalancerIP` may be on, besides `external_network_id`.
+    pub floating_ip_networks: Vec<String>,
+    /// Ranges a `loadBalancerIP` must fall in; empty: any address of the allowed networks.
+    pub floating_ip_cidrs: Vec<kuryr_core::policy::Cidr>,
     /// An LB (or part of its tree) PENDING_* this long is replaced.
     pub pending_limit: Duration,
     /// Periodic check that Octavia still has every listener, pool and member.
@@ -63,6 +71,9 @@ impl ServicesConfig {
             external_network_id: None,
             provider: None,
             default_provider: "amphora".into(),
+            allowed_providers: Vec::new(),
+            floating_ip_networks: Vec::new(),
+            floating_ip_cidrs: Vec::new(),
             // Upstream's lbaas_activation_timeout; amphora LBs take minutes on real clouds.
             pending_limit: Duration::from_secs(300),
             drift_interval: Duration::from_secs(300),
@@ -70,6 +81,27 @@ impl ServicesConfig {
             poll_min: Duration::from_millis(200),
             poll_max: Duration::from_secs(5),
             endpoint_slices: None,
+        }
+    }
+}
+
+impl ServicesConfig {
+    /// The allow-lists every KuryrLoadBalancer is held to; `project`: the controller's project.
+    pub fn allow_list(&self, project: Option<String>) -> AllowList {
+        let mut fip_networks: Vec<String> = self.external_network_id.iter().cloned().collect();
+        for n in &self.floating_ip_networks {
+            if !fip_networks.contains(n) {
+                fip_networks.push(n.clone());
+            }
+        }
+        AllowList {
+            default_provider: self.provider.clone(),
+            providers: self.allowed_providers.clone(),
+            vip_subnet: self.service_subnet_id.clone(),
+            project,
+            fip_networks,
+            fip_create_network: self.external_network_id.clone(),
+            fip_cidrs: self.floating_ip_cidrs.clone(),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Services → Octavia, as pure functions.
 //!
+//! - [`allow`]: the operator's allow-lists (providers, VIP subnet, project, floating IPs): what a Service
+//!   asked for outside them is refused, with a [`Problem`] each.
 //! - [`service`]: a Service (+ its endpoints) → the desired KuryrLoadBalancer spec, or the reason it gets none
 //!   (headless, ExternalName, `default/kubernetes`, NodePort-only types).
 //! - [`endpoints`]: Endpoints v1 and EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`.
@@ -12,6 +14,7 @@
 //!
 //! No I/O: the controller reads Kubernetes and Octavia, and carries the ops out.
 
+pub mod allow;
 pub mod desired;
 pub mod endpoints;
 pub mod health;
@@ -23,6 +26,7 @@ pub mod service;
 #[cfg(test)]
 mod tests;
 
+pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, FipClaim};
 pub use desired::{desired_lb, OctaviaCaps};
 pub use health::{assess, Assessment};
 pub use model::{

@@ -136,4 +136,38 @@ impl Problem {
             message: message.into(),
         }
     }
+
+    /// One problem per reason, messages joined with `; ` in order. Kubernetes' event recorder folds Events
+    /// with the same reason about the same object into one, so each reason must carry all its messages.
+    pub fn by_reason(problems: &[Problem]) -> Vec<Problem> {
+        let mut out: Vec<Problem> = Vec::new();
+        for p in problems {
+            match out.iter_mut().find(|o| o.reason == p.reason) {
+                Some(o) => {
+                    o.message.push_str("; ");
+                    o.message.push_str(&p.message);
+                }
+                None => out.push(p.clone()),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod problem_tests {
+    use super::Problem;
+
+    #[test]
+    fn problems_of_one_reason_become_one_with_every_message() {
+        let got = Problem::by_reason(&[
+            Problem::new("A", "one"),
+            Problem::new("B", "two"),
+            Problem::new("A", "three"),
+        ]);
+        assert_eq!(
+            got,
+            vec![Problem::new("A", "one; three"), Problem::new("B", "two")]
+        );
+    }
 }

@@ -148,6 +148,7 @@ pub fn service_spec(
             }
         },
     };
+    problems.extend(crate::annotations::refused(Some(&annotations)));
     let provider = annotations
         .get(annotations::LB_PROVIDER)
         .map(|p| p.trim().to_owned())

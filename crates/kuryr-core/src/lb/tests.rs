@@ -330,6 +330,20 @@ fn annotations_set_timeouts_provider_and_health_monitors_and_bad_ones_are_report
     assert!(service::parse_health_monitor("maybe").is_err());
 }
 
+#[test]
+fn a_project_annotation_is_refused_and_the_spec_keeps_the_controllers_project() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    s.metadata.annotations = Some(BTreeMap::from([(
+        annotations::PROJECT.to_owned(),
+        "other-tenant".to_owned(),
+    )]));
+    let (spec, problems) = service_spec(&s, vec![], &defaults()).unwrap();
+    assert_eq!(spec.project_id, defaults().project_id);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].reason, "AnnotationNotAllowed");
+    assert!(problems[0].message.contains("other-tenant"));
+}
+
 fn observed_from(lb: &DesiredLb) -> ObservedLb {
     ObservedLb {
         id: "lb".into(),

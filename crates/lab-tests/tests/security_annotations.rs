@@ -1,0 +1,417 @@
+//! No escalation through annotations or Service fields, on the lab's kube-apiserver with cloudsim as the
+//! cloud and kuryr-controller in-process (docs/security.md):
+//! - a Service naming a provider outside `--lb-allowed-providers` and another project gets Warning Events
+//!   (`AnnotationNotAllowed`) and `Allowed=False`, and is served on the default provider in the
+//!   controller's project;
+//! - a `loadBalancerIP` that is another port's floating IP, or outside `--lb-floating-ip-cidrs`, gets
+//!   `LoadBalancerIPNotAllowed` (Event + condition): the victim floating IP stays where it was, nothing is
+//!   created at the refused address, the load balancer itself is served; an allowed one is attached;
+//! - a Pod annotated with another project and extra networks gets an `AnnotationNotAllowed` Event naming
+//!   both and is wired on the configured subnet in the controller's project.
+
+mod svc_common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context as _};
+use kuryr_api::conditions::find_condition;
+use kuryr_api::{
+    annotations, Api, Event, KuryrLoadBalancer, KuryrPort, ListParams, Pod, PostParams, ResourceExt,
+};
+use kuryr_cloudsim::profile::{ADMIN_PROJECT_ID, SERVICE_PROJECT_ID};
+use kuryr_cloudsim::{Profile, Sim};
+use kuryr_controller::runtime::{run, Runtime};
+use kuryr_controller::Config;
+use kuryr_openstack::neutron::floating_ips::{self, CreateFloatingIp};
+use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
+use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
+use kuryr_openstack::neutron::trunks::{self, CreateTrunk};
+use kuryr_openstack::neutron::{networks, Filter};
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::{cluster, Lab};
+use svc_common::{mk_service, pod_ips, Backend, Harness};
+
+const ALLOWED_RANGE: &str = "203.0.113.0/26";
+
+fn allowed(k: &KuryrLoadBalancer) -> Option<(String, String, String)> {
+    let c = find_condition(&k.status.as_ref()?.conditions, "Allowed")?;
+    Some((format!("{:?}", c.status), c.reason.clone(), c.message.clone()))
+}
+
+/// Warning Events with `reason` about the object `kind`/`name`.
+async fn events_about(h: &Harness, reason: &str, kind: &str, name: &str) -> anyhow::Result<Vec<Event>> {
+    Ok(h.events(reason)
+        .await?
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some(kind)
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+        })
+        .collect())
+}
+
+fn annotated(mut svc: kuryr_api::Service, ann: &[(&str, &str)]) -> kuryr_api::Service {
+    svc.metadata.annotations = Some(ann.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect());
+    svc
+}
+
+fn load_balancer(mut svc: kuryr_api::Service, ip: &str) -> kuryr_api::Service {
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.type_ = Some("LoadBalancer".into());
+        spec.load_balancer_ip = Some(ip.into());
+    }
+    svc
+}
+
+#[tokio::test]
+async fn services_cannot_reach_providers_projects_or_floating_ips_outside_the_allow_lists(
+) -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let backend = Backend::sim("ovn", |_| {}).await?;
+    let h = Harness::start(&lab, backend, |sc| {
+        // --lb-provider ovn (set by the harness), no --lb-allowed-providers: amphora is not allowed.
+        sc.floating_ip_cidrs = vec![ALLOWED_RANGE.parse().expect("cidr")];
+    })
+    .await?;
+    let result = services(&h).await;
+    h.finish(result).await
+}
+
+async fn services(h: &Harness) -> anyhow::Result<()> {
+    let check = &h.backend.check;
+    let app = [("app", "sec")];
+    let ips = pod_ips(2);
+    h.ready_pods(
+        &[("s0".into(), ips[0].clone()), ("s1".into(), ips[1].clone())],
+        &app,
+        true,
+    )
+    .await?;
+    // Someone else's floating IP, inside the allowed range, on a VM port of theirs.
+    let victim_port = ports::create(check, &CreatePort::on_network(h.backend.pod_network_id.clone())).await?;
+    let victim = floating_ips::create(
+        check,
+        &CreateFloatingIp {
+            floating_network_id: h.backend.external_network_id.clone(),
+            floating_ip_address: Some("203.0.113.30".into()),
+            port_id: Some(victim_port.id.clone()),
+            ..CreateFloatingIp::default()
+        },
+        &[],
+    )
+    .await?;
+
+    let base = |name: &str| mk_service(name, &[("web", 80, "TCP", 8080)], Some(&app));
+    let svcs = h.services();
+    let pp = PostParams::default();
+    svcs.create(
+        &pp,
+        &annotated(
+            base("prov"),
+            &[
+                (annotations::LB_PROVIDER, "amphora"),
+                (annotations::PROJECT, ADMIN_PROJECT_ID),
+            ],
+        ),
+    )
+    .await?;
+    svcs.create(&pp, &load_balancer(base("stolen"), "203.0.113.30"))
+        .await?;
+    svcs.create(&pp, &load_balancer(base("outside"), "203.0.113.200"))
+        .await?;
+    svcs.create(&pp, &load_balancer(base("ok"), "203.0.113.40"))
+        .await?;
+
+    // A provider outside the list and another project: refused, served on ovn in our project.
+    let k = h
+        .wait_klb("prov", "refused provider reported", |k| {
+            allowed(k).is_some_and(|a| a.0 == "False")
+        })
+        .await?;
+    let (status, reason, message) = allowed(&k).context("Allowed condition")?;
+    ensure!(
+        status == "False" && reason == "AnnotationNotAllowed" && message.contains("\"amphora\""),
+        "prov: Allowed={status} {reason}: {message}"
+    );
+    let lb_id = svc_common::lb_id(&k);
+    let lb = kuryr_openstack::octavia::loadbalancers::get(check, &lb_id).await?;
+    ensure!(lb.provider == "ovn", "prov built on {}", lb.provider);
+    ensure!(
+        lb.project_id == SERVICE_PROJECT_ID,
+        "prov built in project {}",
+        lb.project_id
+    );
+    let tagged = h.tagged_lbs().await?;
+    ensure!(
+        tagged.iter().all(|l| l.provider != "amphora"),
+        "an amphora LB exists: {:?}",
+        tagged.iter().map(|l| (&l.name, &l.provider)).collect::<Vec<_>>()
+    );
+    let ev = events_about(h, "AnnotationNotAllowed", "Service", "prov").await?;
+    let notes: BTreeSet<String> = ev.iter().filter_map(|e| e.message.clone()).collect();
+    ensure!(
+        notes.iter().any(|m| m.contains("kuryr-lb-provider"))
+            && notes.iter().any(|m| m.contains("kuryr-project")),
+        "prov: Events {notes:?}"
+    );
+
+    // Another port's floating IP: not taken.
+    let k = h
+        .wait_klb("stolen", "refused floating IP reported", |k| {
+            allowed(k).is_some_and(|a| a.0 == "False")
+        })
+        .await?;
+    let (_, reason, message) = allowed(&k).context("Allowed condition")?;
+    ensure!(
+        reason == "LoadBalancerIPNotAllowed" && message.contains(&victim_port.id),
+        "stolen: {reason}: {message}"
+    );
+    ensure!(
+        k.status
+            .as_ref()
+            .and_then(|s| s.service_pub_ip_info.as_ref())
+            .is_none(),
+        "stolen: a floating IP is recorded"
+    );
+    let v = floating_ips::get(check, &victim.id).await?;
+    ensure!(
+        v.port_id.as_deref() == Some(victim_port.id.as_str()),
+        "the victim floating IP moved to {:?}",
+        v.port_id
+    );
+    ensure!(
+        !events_about(h, "LoadBalancerIPNotAllowed", "Service", "stolen")
+            .await?
+            .is_empty(),
+        "stolen: no Event on the Service"
+    );
+
+    // Outside the allowed range: nothing created at that address.
+    let k = h
+        .wait_klb("outside", "refused range reported", |k| {
+            allowed(k).is_some_and(|a| a.0 == "False")
+        })
+        .await?;
+    let (_, reason, message) = allowed(&k).context("Allowed condition")?;
+    ensure!(
+        reason == "LoadBalancerIPNotAllowed" && message.contains(ALLOWED_RANGE),
+        "outside: {reason}: {message}"
+    );
+    let at = floating_ips::list(check, Filter::new().eq("floating_ip_address", "203.0.113.200")).await?;
+    ensure!(
+        at.is_empty(),
+        "a floating IP was made at a refused address: {at:?}"
+    );
+    ensure!(
+        !events_about(h, "LoadBalancerIPNotAllowed", "Service", "outside")
+            .await?
+            .is_empty(),
+        "outside: no Event on the Service"
+    );
+
+    // Allowed: attached, and the condition says so.
+    let k = h
+        .wait_klb("ok", "floating IP attached", |k| {
+            k.status.as_ref().is_some_and(|s| s.service_pub_ip_info.is_some())
+        })
+        .await?;
+    ensure!(
+        allowed(&k).is_some_and(|a| a.0 == "True"),
+        "ok: {:?}",
+        allowed(&k)
+    );
+    let vip_port = k
+        .status
+        .as_ref()
+        .and_then(|s| s.loadbalancer.as_ref())
+        .map(|l| l.port_id.clone())
+        .unwrap_or_default();
+    let fip = floating_ips::list(check, Filter::new().eq("floating_ip_address", "203.0.113.40")).await?;
+    ensure!(
+        fip.len() == 1 && fip[0].port_id.as_deref() == Some(vip_port.as_str()),
+        "ok: {fip:?}"
+    );
+    eprintln!(
+        "refused: provider + project annotations (prov), another port's FIP (stolen), out-of-range IP \
+         (outside); allowed FIP attached (ok)"
+    );
+    for name in ["prov", "stolen", "outside", "ok"] {
+        svcs.delete(name, &Default::default()).await?;
+    }
+    for name in ["prov", "stolen", "outside", "ok"] {
+        h.wait_gone(name).await?;
+    }
+    let v = floating_ips::get(check, &victim.id).await?;
+    ensure!(
+        v.port_id.as_deref() == Some(victim_port.id.as_str()),
+        "victim moved on delete"
+    );
+    floating_ips::delete(check, &victim.id).await?;
+    ports::delete(check, &victim_port.id).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn pods_cannot_choose_a_project_or_extra_networks() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let mut profile = Profile::zero();
+    profile.neutron.subport_active_delay = serde_json::from_value(serde_json::json!({"fixed": 20}))?;
+    let (_, sim) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
+    let dir = std::env::temp_dir().join(format!(
+        "kuryr-secpods-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let yaml = dir.join("clouds.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
+            sim.url()
+        ),
+    )?;
+    let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    // The pod network, parent ports carrying the lab Nodes' InternalIPs, and their trunks.
+    let net = networks::create(&cloud, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
+    let mut sub = CreateSubnet::v4(&net.id, lab.pod_subnet_cidr.clone());
+    sub.gateway_ip = Some(Some("198.18.0.1".into()));
+    let subnet = subnets::create(&cloud, &sub, &[]).await?;
+    let other = networks::create(&cloud, &networks::CreateNetwork::named("corp-net"), &[]).await?;
+    for vm in &lab.vms {
+        let port = ports::create(
+            &cloud,
+            &CreatePort {
+                name: Some(vm.name.clone()),
+                fixed_ips: vec![FixedIpRequest {
+                    subnet_id: Some(subnet.id.clone()),
+                    ip_address: Some(vm.ip.clone()),
+                }],
+                device_owner: Some("compute:nova".into()),
+                binding_host_id: Some("lab-hv1".into()),
+                ..CreatePort::on_network(net.id.clone())
+            },
+        )
+        .await?;
+        trunks::create(
+            &cloud,
+            &CreateTrunk {
+                port_id: port.id.clone(),
+                name: Some(format!("{}-trunk", vm.name)),
+                ..CreateTrunk::default()
+            },
+            &[],
+        )
+        .await?;
+    }
+    let iso = cluster::isolated(&lab, "secpod").await?;
+    let mut config = Config::new(&iso.cluster_id, &subnet.id);
+    config.namespace = Some(iso.ns.clone());
+    config.pools_enabled = false;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(run(
+        Runtime::new(iso.client.clone(), cloud.clone(), config),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let result = pod_scenario(&lab, &iso, &cloud, &net.id, &other.id).await;
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    if result.is_err() {
+        cluster::strip_and_delete_all(&iso.client, &iso.ns).await;
+    }
+    cluster::delete_namespace(&iso.client, &iso.ns).await;
+    drop(sim);
+    result
+}
+
+async fn pod_scenario(
+    lab: &Lab,
+    iso: &cluster::Isolated,
+    cloud: &Cloud,
+    pod_net: &str,
+    other_net: &str,
+) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let mut pod = cluster::scheduled_pod("annotated", &lab.vms[0].name);
+    pod.metadata.annotations = Some(BTreeMap::from([
+        (annotations::PROJECT.to_owned(), ADMIN_PROJECT_ID.to_owned()),
+        (annotations::NPWG_NETWORKS.to_owned(), "corp-net".to_owned()),
+    ]));
+    pods.create(&PostParams::default(), &pod).await?;
+    let uid = pods.get("annotated").await?.uid().unwrap_or_default();
+    let kps: Api<KuryrPort> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let names = ["annotated".to_owned()];
+    if let Err(e) = cluster::wait_ready(&iso.client, &iso.ns, &names, Duration::from_secs(120)).await {
+        let kp = kps.get_opt("annotated").await?;
+        anyhow::bail!("{e}; KuryrPort: {}", serde_json::to_string(&kp)?);
+    }
+    ensure!(kps.get_opt("annotated").await?.is_some(), "no KuryrPort");
+    // The Event on the Pod, one per refused annotation.
+    let events: Api<Event> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let notes = loop {
+        let notes: Vec<String> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("AnnotationNotAllowed")
+                    && e.involved_object.kind.as_deref() == Some("Pod")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .filter_map(|e| e.message)
+            .collect();
+        let both = notes.iter().any(|m| m.contains("kuryr-project"))
+            && notes.iter().any(|m| m.contains("cni.cncf.io/networks"));
+        if both || Instant::now() > deadline {
+            break notes;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    ensure!(
+        notes.iter().any(|m| m.contains("kuryr-project"))
+            && notes.iter().any(|m| m.contains("cni.cncf.io/networks")),
+        "Pod Events: {notes:?}"
+    );
+    // Its port: on the pod network, in the controller's project; nothing of ours elsewhere.
+    let tagged = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(&iso.cluster_id))).await?;
+    let mine: Vec<_> = tagged
+        .iter()
+        .filter(|p| Owner::from_tags(&p.tags).is_some_and(|o| o.uid == uid))
+        .collect();
+    ensure!(mine.len() == 1, "{} ports for the pod", mine.len());
+    ensure!(
+        mine[0].network_id == pod_net && mine[0].project_id == SERVICE_PROJECT_ID,
+        "port on network {} in project {}",
+        mine[0].network_id,
+        mine[0].project_id
+    );
+    ensure!(
+        tagged
+            .iter()
+            .all(|p| p.network_id != other_net && p.project_id != ADMIN_PROJECT_ID),
+        "a port of this cluster on corp-net or in the admin project"
+    );
+    eprintln!(
+        "pod: AnnotationNotAllowed Event naming both annotations; its port on the pod network in the \
+         controller's project"
+    );
+    // Released as usual: the pod goes once its port has.
+    let dp = kuryr_api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("annotated", &dp).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while pods.get_opt("annotated").await?.is_some() {
+        ensure!(Instant::now() < deadline, "the pod was not released");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
