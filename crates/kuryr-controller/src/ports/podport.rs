@@ -61,19 +61,64 @@ pub async fn delete_quietly(ctx: &Context, port_id: &str) {
 /// Detaches and deletes every port still carrying this pod's ownership tags: a duplicate from a retried
 /// create, or a port whose status write never happened. Returns how many were found.
 pub async fn delete_tagged(ctx: &Context, pod_uid: &str) -> Result<usize> {
+    delete_tagged_except(ctx, pod_uid, None, None).await
+}
+
+/// Before the status names `keep`: any other port tagged for this pod is a duplicate — a create whose
+/// process was killed before its status write (this one was made by the restarted controller), or a create
+/// whose answer was lost and that the client retried. Each holds an address and, once attached, a VLAN;
+/// they go now, not when the pod does. Done before the status write, so a kill at any point leaves at most
+/// ports that the next attempt's scan finds. `trunk`: the pod's node's trunk, where a duplicate subport
+/// sits (no trunk listing then). Returns how many were deleted.
+pub async fn delete_duplicates(
+    ctx: &Context,
+    pod_uid: &str,
+    keep: &str,
+    trunk: Option<&str>,
+) -> Result<usize> {
+    let n = delete_tagged_except(ctx, pod_uid, Some(keep), trunk).await?;
+    if n > 0 {
+        warn!(
+            duplicates = n,
+            "deleted other ports tagged for this pod (a create cut short by a crash or retried)"
+        );
+    }
+    Ok(n)
+}
+
+async fn delete_tagged_except(
+    ctx: &Context,
+    pod_uid: &str,
+    keep: Option<&str>,
+    trunk: Option<&str>,
+) -> Result<usize> {
     let owner = owner(ctx, pod_uid);
-    let left = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
-    if left.iter().any(|p| p.device_owner == SUBPORT_OWNER) {
-        // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
-        for trunk in trunks::list(&ctx.cloud, Filter::new()).await? {
-            for s in trunk
-                .sub_ports
-                .iter()
-                .filter(|s| left.iter().any(|p| p.id == s.port_id))
-            {
-                nested_vlan::detach(ctx, &trunk.id, &s.port_id).await?;
+    let mut left = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+    left.retain(|p| Some(p.id.as_str()) != keep);
+    let subports: Vec<&str> = left
+        .iter()
+        .filter(|p| p.device_owner == SUBPORT_OWNER)
+        .map(|p| p.id.as_str())
+        .collect();
+    match trunk {
+        Some(trunk) => {
+            for id in subports {
+                nested_vlan::detach(ctx, trunk, id).await?;
             }
         }
+        // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
+        None if !subports.is_empty() => {
+            for trunk in trunks::list(&ctx.cloud, Filter::new()).await? {
+                for s in trunk
+                    .sub_ports
+                    .iter()
+                    .filter(|s| subports.contains(&s.port_id.as_str()))
+                {
+                    nested_vlan::detach(ctx, &trunk.id, &s.port_id).await?;
+                }
+            }
+        }
+        None => {}
     }
     for port in &left {
         ports::delete(&ctx.cloud, &port.id).await?;

@@ -17,7 +17,7 @@ use tracing::{info, instrument, warn};
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
-use crate::ports::{allocate, podport, status};
+use crate::ports::{allocate, podport, pool, status};
 
 pub const CONTROLLER: &str = "kuryrport";
 /// Periodic re-check of a wired KuryrPort.
@@ -55,6 +55,14 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
         let vif = vif?;
         ctx.metrics.calls_per_op("wire", calls);
+        // A port of its own: earlier attempts cut short may have left others tagged for this pod.
+        if !pool::is_pool_port(ctx, &vif.port_id) {
+            let trunk = vif.trunk_id.as_deref();
+            if let Err(e) = podport::delete_duplicates(ctx, &kp.spec.pod_uid, &vif.port_id, trunk).await {
+                allocate::undo(ctx, &vif, &kp.spec.pod_node_name).await;
+                return Err(e);
+            }
+        }
         set_vif(&mut st, DEFAULT_IFNAME, vif.clone());
         status::mark(kp, &mut st);
         if let Err(e) = status::write(ctx, kp, &st).await {
