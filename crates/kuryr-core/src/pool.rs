@@ -269,8 +269,9 @@ pub struct Rebuilt {
 }
 
 /// Rebuilds the pools from what Neutron lists. A port is a free pool port when Kuryr made it
-/// (`device_owner` compute:kuryr — or trunk:subport, which Neutron sets once it is a subport — and every one
-/// of `ownership_tags`) and no KuryrPort status names it
+/// (`device_owner` compute:kuryr — or trunk:subport, which Neutron sets once it is a subport, or none, which
+/// Neutron leaves once it is removed from its trunk — and every one of `ownership_tags`) and no KuryrPort
+/// status names it
 /// (`in_use`, which must come from a synced KuryrPort cache). It belongs to the pool of the trunk it is a
 /// subport of, else of the host it is bound to. New pools get `default_sgs`.
 pub fn rebuild(
@@ -290,7 +291,11 @@ pub fn rebuild(
         .collect();
     let mut out = Rebuilt::default();
     for port in ports {
-        let ours = port.device_owner == DEVICE_OWNER || port.device_owner == SUBPORT_DEVICE_OWNER;
+        // A released port detached from its trunk whose delete never came (a crash in between) has no
+        // device_owner left: still ours by its tags, and an orphan unless bound to a host.
+        let ours = port.device_owner == DEVICE_OWNER
+            || port.device_owner == SUBPORT_DEVICE_OWNER
+            || port.device_owner.is_empty();
         if !ours || !port.has_tags(ownership_tags) || in_use.contains(&port.id) {
             continue;
         }

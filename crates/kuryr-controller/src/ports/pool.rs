@@ -128,7 +128,8 @@ pub async fn default_sgs(ctx: &Context) -> Result<BTreeSet<String>> {
 }
 
 /// Rebuilds the pools from Neutron once per process, after the KuryrPort cache has synced (a port named in
-/// a status is in use, not free). Tagged pool ports attached nowhere are deleted.
+/// a status is in use, not free). Tagged pool ports attached nowhere (a refill cut short before
+/// `add_subports`, a release cut short between detach and delete) are deleted.
 pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
     ctx.pools
         .rebuilt
@@ -159,7 +160,7 @@ pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
             for id in &found.orphans {
                 warn!(
                     port = id,
-                    "pool port attached nowhere (a refill cut short): deleting"
+                    "pool port attached nowhere (a refill or a release cut short): deleting"
                 );
                 if let Err(e) = ports::delete(&ctx.cloud, id).await {
                     warn!(

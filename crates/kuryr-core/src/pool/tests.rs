@@ -180,6 +180,11 @@ fn pools_are_rebuilt_from_tagged_unused_ports_after_a_restart() {
         recycled,
         mk_port("bound-free", "node-2", &["kuryr.openstack.org/cluster=c1"]),
         mk_port("half-made", "", &["kuryr.openstack.org/cluster=c1"]),
+        // Detached on release (Neutron cleared its device_owner), the delete cut short by a crash.
+        NeutronPort {
+            device_owner: String::new(),
+            ..mk_port("detached", "", &["kuryr.openstack.org/cluster=c1"])
+        },
         mk_port("other-cluster", "node-2", &["kuryr.openstack.org/cluster=c2"]),
         NeutronPort {
             device_owner: "compute:nova".into(),
@@ -209,7 +214,10 @@ fn pools_are_rebuilt_from_tagged_unused_ports_after_a_restart() {
         ..mk_key("")
     };
     assert_eq!(rebuilt.pools.pool_of_free_port("bound-free"), Some(&host_key));
-    assert_eq!(rebuilt.orphans, vec!["half-made".to_string()]);
+    assert_eq!(
+        rebuilt.orphans,
+        vec!["half-made".to_string(), "detached".to_string()]
+    );
     assert_eq!(rebuilt.pools.len(), 2);
 
     // The recycled port whose SG reset was cut short still serves a pod that wants "web" for free.
