@@ -82,10 +82,15 @@ pub async fn rename(h: &Handle, from: &str, to: &str) -> Result<(), BindError> {
         .map_err(BindError::netlink(format!("rename {from} to {to}")))
 }
 
+/// Six colon-separated octets of exactly two hex digits (`u8::from_str_radix` alone also takes `+d`).
 pub fn parse_mac(s: &str) -> Result<Vec<u8>, BindError> {
-    let bytes: Result<Vec<u8>, _> = s.split(':').map(|b| u8::from_str_radix(b, 16)).collect();
-    match bytes {
-        Ok(b) if b.len() == 6 && s.len() == 17 => Ok(b),
+    let octet = |b: &str| {
+        (b.len() == 2 && b.bytes().all(|c| c.is_ascii_hexdigit()))
+            .then(|| u8::from_str_radix(b, 16).ok())
+            .flatten()
+    };
+    match s.split(':').map(octet).collect::<Option<Vec<u8>>>() {
+        Some(b) if b.len() == 6 => Ok(b),
         _ => Err(BindError::InvalidVif(format!("bad MAC address {s:?}"))),
     }
 }
@@ -123,6 +128,8 @@ mod tests {
             "fa:16:3e:00:0a",
             "fa:16:3e:00:0a:ff:01",
             "zz:16:3e:00:0a:ff",
+            // Found by fuzz/fuzz_targets/crd_status.rs: read as fa:16:3e:0d:21:9b before.
+            "fa:16:3e:+d:21:9b",
             "f:16:3e:00:0a:ff",
         ] {
             assert!(parse_mac(bad).is_err(), "{bad}");
