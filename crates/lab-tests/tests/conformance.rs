@@ -9,6 +9,7 @@ mod conformance {
     pub mod backend;
     pub mod scenarios;
 }
+mod simnets;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 //! - a Pod annotated with another project and extra networks gets an `AnnotationNotAllowed` Event naming
 //!   both and is wired on the configured subnet in the controller's project.
 
+mod simnets;
 mod svc_common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -9,6 +9,7 @@
 
 #[path = "../../kuryr-controller/tests/canary/mod.rs"]
 mod canary;
+mod simnets;
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +20,6 @@ use kuryr_api::{
     annotations, Api, DeleteParams, Event, KuryrLoadBalancer, KuryrPort, ListParams, ObjectMeta, Patch,
     PatchParams, Pod, PostParams, ResourceExt, Service,
 };
-use kuryr_openstack::neutron::networks;
-use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
-use kuryr_openstack::neutron::subnets::{self, AllocationPool, CreateSubnet};
 use kuryr_openstack::{ClientConfig, Cloud};
 use lab_tests::{cluster, Lab};
 use secrecy::ExposeSecret;
@@ -33,58 +31,6 @@ fn lab_token(lab: &Lab) -> anyhow::Result<String> {
         .as_str()
         .map(str::to_owned)
         .context("the lab kubeconfig has no token")
-}
-
-struct Nets {
-    pod_subnet: String,
-    service_subnet: String,
-    external_network: String,
-}
-
-/// Pod, service and external networks with a router, as the services tests bootstrap cloudsim.
-async fn networks(cloud: &Cloud) -> anyhow::Result<Nets> {
-    let pods = networks::create(cloud, &networks::CreateNetwork::named("pods"), &[]).await?;
-    let mut ps = CreateSubnet::v4(&pods.id, "198.18.0.0/18");
-    ps.gateway_ip = Some(Some("198.18.0.1".into()));
-    let ps = subnets::create(cloud, &ps, &[]).await?;
-    let svc = networks::create(cloud, &networks::CreateNetwork::named("services"), &[]).await?;
-    let ss = subnets::create(cloud, &CreateSubnet::v4(&svc.id, "198.19.0.0/16"), &[]).await?;
-    let ext = networks::create(
-        cloud,
-        &networks::CreateNetwork {
-            router_external: Some(true),
-            ..networks::CreateNetwork::named("public")
-        },
-        &[],
-    )
-    .await?;
-    let mut es = CreateSubnet::v4(&ext.id, "203.0.113.0/24");
-    es.allocation_pools = vec![AllocationPool {
-        start: "203.0.113.10".into(),
-        end: "203.0.113.250".into(),
-    }];
-    subnets::create(cloud, &es, &[]).await?;
-    let router = routers::create(
-        cloud,
-        &CreateRouter {
-            name: "router".into(),
-            external_gateway_info: Some(GatewayInfo {
-                network_id: ext.id.clone(),
-                enable_snat: None,
-            }),
-            project_id: None,
-        },
-        &[],
-    )
-    .await?;
-    for s in [&ps.id, &ss.id] {
-        routers::add_interface(cloud, &router.id, &Interface::Subnet(s.clone())).await?;
-    }
-    Ok(Nets {
-        pod_subnet: ps.id,
-        service_subnet: ss.id,
-        external_network: ext.id,
-    })
 }
 
 fn service(name: &str, lb_ip: Option<&str>, ann: &[(&str, &str)]) -> Service {
@@ -125,7 +71,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() -> anyhow::Result<(
         .as_ref()
         .map(|t| t.expose_secret().to_owned());
     let clouds = clouds_yaml(&dir.0, &sim.url(), &c).display().to_string();
-    let nets = networks(&cloud).await?;
+    let nets = simnets::like_the_lab(&cloud).await?;
     let iso = cluster::isolated(&lab, "secrets").await?;
     let result = scenario(&lab, &c, &clouds, &nets, &iso).await;
     cluster::strip_and_delete_all(&iso.client, &iso.ns).await;
@@ -156,7 +102,7 @@ async fn scenario(
     lab: &Lab,
     c: &Canaries,
     clouds: &str,
-    nets: &Nets,
+    nets: &simnets::LabNets,
     iso: &cluster::Isolated,
 ) -> anyhow::Result<(Outputs, Canaries)> {
     let mut out = Outputs::default();
@@ -177,13 +123,13 @@ async fn scenario(
     .args(["--cluster-id", &iso.cluster_id, "--namespace", &iso.ns])
     .args([
         "--pod-subnet",
-        &nets.pod_subnet,
+        &nets.pod_subnet_id,
         "--service-subnet",
-        &nets.service_subnet,
+        &nets.service_subnet_id,
     ])
     .args([
         "--external-network",
-        &nets.external_network,
+        &nets.external_network_id,
         "--lb-provider",
         "amphora",
         "--lb-floating-ip-cidrs",
@@ -326,7 +272,12 @@ async fn scenario(
         "--os-cloud",
         "bad",
     ])
-    .args(["--cluster-id", &iso.cluster_id, "--pod-subnet", &nets.pod_subnet]);
+    .args([
+        "--cluster-id",
+        &iso.cluster_id,
+        "--pod-subnet",
+        &nets.pod_subnet_id,
+    ]);
     let (text, code) = run(cmd, Duration::from_secs(60));
     ensure!(
         code.is_some_and(|c| c != 0),

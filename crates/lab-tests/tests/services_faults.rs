@@ -3,6 +3,7 @@
 //! new load balancer; listeners, pools and members deleted behind the controller's back come back at the
 //! next drift check, and so does a load balancer deleted outright.
 
+mod simnets;
 mod svc_common;
 
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! manual Endpoints, and a listener timeout annotation change; plus the feature gates of an old Octavia
 //! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served).
 
+mod simnets;
 mod svc_common;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,7 @@
 //! members, the whole tree ACTIVE, in exactly one Octavia write; scaling 3 → 20 → 2 pods is one member
 //! replace per pool per change; deleting the Service leaves no load balancer.
 
+mod simnets;
 mod svc_common;
 
 use std::time::Instant;

@@ -9,6 +9,7 @@
 //! backend; a UDP Service answers; a health-monitored Service stops sending to a backend whose server
 //! was killed. Namespaces, OVS ports and Neutron ports are removed whatever happens.
 
+mod simnets;
 mod svc_common;
 
 use std::collections::{BTreeMap, BTreeSet};

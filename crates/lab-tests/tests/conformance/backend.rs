@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kuryr_cloudsim::{Profile, Sim, SimHandle};
-use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
-use kuryr_openstack::neutron::subnets::{self, AllocationPool, CreateSubnet};
+use kuryr_openstack::neutron::routers::{self, Interface};
+use kuryr_openstack::neutron::subnets;
 use kuryr_openstack::neutron::{floating_ips, networks, ports, security_groups, trunks};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::{ClientConfig, Cloud, Owner, RateLimit, WaitOptions};
@@ -146,7 +146,7 @@ impl Backend {
         };
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;
         let project_id = cloud.project_id().context("token without project")?;
-        let boot = bootstrap_like_the_lab(&cloud).await?;
+        let boot = crate::simnets::like_the_lab(&cloud).await?;
         Ok(Backend {
             kind: Kind::Sim,
             cloud,
@@ -187,60 +187,6 @@ fn sim_clouds_yaml(url: &str, short: &str) -> String {
     region_name: RegionOne
 "#
     )
-}
-
-struct Boot {
-    pod_network_id: String,
-    pod_subnet_id: String,
-    service_subnet_id: String,
-    external_network_id: String,
-}
-
-/// What `lab/lab up` bootstraps, on the emulator.
-async fn bootstrap_like_the_lab(cloud: &Cloud) -> anyhow::Result<Boot> {
-    let pods = networks::create(cloud, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
-    let mut pod_subnet = CreateSubnet::v4(&pods.id, "198.18.0.0/18");
-    pod_subnet.gateway_ip = Some(Some("198.18.0.1".into()));
-    let pod_subnet = subnets::create(cloud, &pod_subnet, &[]).await?;
-    let svc = networks::create(cloud, &networks::CreateNetwork::named("kuryr-services"), &[]).await?;
-    let svc_subnet = subnets::create(cloud, &CreateSubnet::v4(&svc.id, "198.19.0.0/16"), &[]).await?;
-    let ext = networks::create(
-        cloud,
-        &networks::CreateNetwork {
-            router_external: Some(true),
-            ..networks::CreateNetwork::named("kuryr-public")
-        },
-        &[],
-    )
-    .await?;
-    let mut ext_subnet = CreateSubnet::v4(&ext.id, "203.0.113.0/24");
-    ext_subnet.allocation_pools = vec![AllocationPool {
-        start: "203.0.113.10".into(),
-        end: "203.0.113.250".into(),
-    }];
-    subnets::create(cloud, &ext_subnet, &[]).await?;
-    let router = routers::create(
-        cloud,
-        &CreateRouter {
-            name: "kuryr-router".into(),
-            external_gateway_info: Some(GatewayInfo {
-                network_id: ext.id.clone(),
-                enable_snat: None,
-            }),
-            project_id: None,
-        },
-        &[],
-    )
-    .await?;
-    for s in [&pod_subnet.id, &svc_subnet.id] {
-        routers::add_interface(cloud, &router.id, &Interface::Subnet(s.clone())).await?;
-    }
-    Ok(Boot {
-        pod_network_id: pods.id,
-        pod_subnet_id: pod_subnet.id,
-        service_subnet_id: svc_subnet.id,
-        external_network_id: ext.id,
-    })
 }
 
 /// Something a scenario made, to delete afterwards whatever happened (newest first; deletes are

@@ -21,9 +21,7 @@ use kuryr_cloudsim::{Profile, Sim, SimHandle};
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::services::{self, ServicesConfig};
 use kuryr_controller::Config;
-use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
-use kuryr_openstack::neutron::subnets::{self, AllocationPool, CreateSubnet};
-use kuryr_openstack::neutron::{floating_ips, networks, Filter};
+use kuryr_openstack::neutron::{floating_ips, Filter};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
 use lab_tests::{cluster, Lab};
@@ -62,15 +60,10 @@ impl Backend {
         let mut profile = Profile::zero();
         profile.time_scale = 1.0;
         profile.octavia.default_provider = provider.to_owned();
-        // Short, non-zero provisioning, so PENDING_* is really seen and waited out; ovn's quirks as on the lab.
-        for (name, p) in profile.octavia.providers.iter_mut() {
-            p.lb_create = Dist::Ms(150.0);
-            p.update = Dist::Ms(80.0);
-            p.delete = Dist::Ms(80.0);
-            if name == "ovn" {
-                p.tree_extra = Dist::Ms(150.0);
-                p.member_removal_lag = Dist::Ms(300.0);
-            }
+        crate::simnets::short_provisioning(&mut profile);
+        // ovn's quirk as on the lab: a removed member lingers in the status tree for a moment.
+        if let Some(ovn) = profile.octavia.providers.get_mut("ovn") {
+            ovn.member_removal_lag = Dist::Ms(300.0);
         }
         tweak(&mut profile);
         let (_, sim) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
@@ -87,43 +80,7 @@ impl Backend {
         )?;
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;
         let check = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
-        let pods = networks::create(&check, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
-        let mut pod_subnet = CreateSubnet::v4(&pods.id, "198.18.0.0/18");
-        pod_subnet.gateway_ip = Some(Some("198.18.0.1".into()));
-        let pod_subnet = subnets::create(&check, &pod_subnet, &[]).await?;
-        let svc = networks::create(&check, &networks::CreateNetwork::named("kuryr-services"), &[]).await?;
-        let svc_subnet = subnets::create(&check, &CreateSubnet::v4(&svc.id, "198.19.0.0/16"), &[]).await?;
-        let ext = networks::create(
-            &check,
-            &networks::CreateNetwork {
-                router_external: Some(true),
-                ..networks::CreateNetwork::named("kuryr-public")
-            },
-            &[],
-        )
-        .await?;
-        let mut ext_subnet = CreateSubnet::v4(&ext.id, "203.0.113.0/24");
-        ext_subnet.allocation_pools = vec![AllocationPool {
-            start: "203.0.113.10".into(),
-            end: "203.0.113.250".into(),
-        }];
-        subnets::create(&check, &ext_subnet, &[]).await?;
-        let router = routers::create(
-            &check,
-            &CreateRouter {
-                name: "kuryr-router".into(),
-                external_gateway_info: Some(GatewayInfo {
-                    network_id: ext.id.clone(),
-                    enable_snat: None,
-                }),
-                project_id: None,
-            },
-            &[],
-        )
-        .await?;
-        for s in [&pod_subnet.id, &svc_subnet.id] {
-            routers::add_interface(&check, &router.id, &Interface::Subnet(s.clone())).await?;
-        }
+        let nets = crate::simnets::like_the_lab(&check).await?;
         Ok(Backend {
             kind: format!("sim-{provider}"),
             cloud,
@@ -131,10 +88,10 @@ impl Backend {
             sim: Some(sim),
             provider: provider.to_owned(),
             project_id: None,
-            pod_network_id: pods.id,
-            pod_subnet_id: pod_subnet.id,
-            service_subnet_id: svc_subnet.id,
-            external_network_id: ext.id,
+            pod_network_id: nets.pod_network_id,
+            pod_subnet_id: nets.pod_subnet_id,
+            service_subnet_id: nets.service_subnet_id,
+            external_network_id: nets.external_network_id,
             _dir: Some(dir),
         })
     }
