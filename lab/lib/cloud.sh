@@ -141,6 +141,11 @@ debug = false
 use_stderr = true
 [database]
 connection = mysql+pymysql://os:os@127.0.0.1:$P_DB/neutron
+[quotas]
+# Neutron's default of 10 security groups per project is less than the demo's policy namespace and the
+# NetworkPolicy tests hold at once on one lab (tests that need a quota set their own, per project).
+quota_security_group = 100
+quota_security_group_rule = 2000
 [oslo_concurrency]
 lock_path = $S/neutron/lock
 [oslo_policy]
