@@ -11,7 +11,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 use futures::FutureExt;
 use kuryr_api::VifType;
 use kuryr_core::{PoolLimits, VlanRange};
-use kuryr_openstack::{AuthSource, ClientConfig, Cloud};
+use kuryr_openstack::{AuthSource, ClientConfig, Cloud, RateLimit};
 use prometheus_client::registry::Registry;
 
 use crate::admin::{self, AdminState};
@@ -95,6 +95,13 @@ pub struct Args {
     /// Ports per bulk create.
     #[arg(long, env = "KURYR_PORTS_POOL_BATCH", default_value_t = 10)]
     pub ports_pool_batch: u32,
+    /// OpenStack client rate limit: sustained calls per second over every call (one token bucket); 0
+    /// turns the limiter off.
+    #[arg(long, env = "KURYR_OPENSTACK_QPS", default_value_t = 20.0)]
+    pub openstack_qps: f64,
+    /// OpenStack client rate limit: calls allowed back to back from a full bucket.
+    #[arg(long, env = "KURYR_OPENSTACK_BURST", default_value_t = 40)]
+    pub openstack_burst: u32,
     /// Subnet of the Service IP range: turns on Services → Octavia (VIP = clusterIP on this subnet).
     #[arg(long, env = "KURYR_SERVICE_SUBNET")]
     pub service_subnet: Option<String>,
@@ -339,11 +346,24 @@ impl Args {
     }
 
     fn cloud_config(&self) -> ClientConfig {
-        match (&self.os_cloud, &self.clouds_yaml) {
+        let config = match (&self.os_cloud, &self.clouds_yaml) {
             (None, None) => ClientConfig::new(AuthSource::Env),
             (cloud, file) => {
                 ClientConfig::clouds_yaml(file.clone(), cloud.clone().unwrap_or_else(|| "kuryr".into()))
             }
+        };
+        config.with_rate_limit(self.rate_limit())
+    }
+
+    /// The client's rate limit: `--openstack-qps` 0 (or less) is no limit.
+    fn rate_limit(&self) -> RateLimit {
+        if self.openstack_qps > 0.0 {
+            RateLimit {
+                qps: self.openstack_qps,
+                burst: self.openstack_burst.max(1),
+            }
+        } else {
+            RateLimit::unlimited()
         }
     }
 
@@ -501,6 +521,23 @@ mod tests {
         assert_eq!((c.vlan_range.first(), c.vlan_range.last()), (100, 199));
         assert!(c.pools_enabled);
         assert_eq!(c.pool_limits.max_free(), Some(20));
+    }
+
+    #[test]
+    fn openstack_rate_limit_defaults_to_the_client_default_and_zero_turns_it_off() {
+        let base = ["kuryr-controller", "--cluster-id", "c1", "--pod-subnet", "sub"];
+        let args = Args::try_parse_from(base).unwrap();
+        assert_eq!(args.rate_limit(), RateLimit::default());
+        assert_eq!(args.cloud_config().rate_limit, RateLimit::default());
+        let args = Args::try_parse_from(base.iter().chain(&["--openstack-qps", "0"])).unwrap();
+        assert_eq!(args.cloud_config().rate_limit, RateLimit::unlimited());
+        let args =
+            Args::try_parse_from(
+                base.iter()
+                    .chain(&["--openstack-qps", "50", "--openstack-burst", "80"]),
+            )
+            .unwrap();
+        assert_eq!(args.rate_limit(), RateLimit { qps: 50.0, burst: 80 });
     }
 
     #[test]
