@@ -68,7 +68,8 @@ def datapath(run, ratio, dst):
 
 def main(src, dst, dp_dst=None):
     run = json.load(open(src))
-    wire = [r for r in run["records"] if r.get("samples_s")]
+    # Pod time-to-wire only (the services records' samples are Service time-to-ready).
+    wire = [r for r in run["records"] if r.get("samples_s") and r["scenario"] in ("burst", "churn")]
     ratios = [r for r in run["records"]
               if r["scenario"] == "datapath" and r.get("extra", {}).get("sizes")]
     if wire:

@@ -108,22 +108,31 @@ impl BenchCloud {
             // 198.18.64.11 upwards, inside SIM_POD_CIDR.
             let ip = format!("198.18.{}.{}", 64 + (11 + i) / 250, (11 + i) % 250);
             async move {
-                let port = ports::create(
-                    &cloud,
-                    &CreatePort {
-                        name: Some(node.clone()),
-                        fixed_ips: vec![FixedIpRequest {
-                            subnet_id: Some(subnet),
-                            ip_address: Some(ip.clone()),
-                        }],
-                        device_owner: Some("compute:nova".into()),
-                        device_id: Some(format!("{:032x}", i + 1)),
-                        binding_host_id: Some("bench-hv".into()),
-                        tags,
-                        ..CreatePort::on_network(net)
-                    },
-                )
-                .await?;
+                let req = CreatePort {
+                    name: Some(node.clone()),
+                    fixed_ips: vec![FixedIpRequest {
+                        subnet_id: Some(subnet),
+                        ip_address: Some(ip.clone()),
+                    }],
+                    device_owner: Some("compute:nova".into()),
+                    device_id: Some(format!("{:032x}", i + 1)),
+                    binding_host_id: Some("bench-hv".into()),
+                    tags,
+                    ..CreatePort::on_network(net)
+                };
+                // The profile's IPAM conflicts (409 under concurrent creates) hit the VMs' ports too.
+                let mut attempt = 0;
+                let port = loop {
+                    attempt += 1;
+                    match ports::create(&cloud, &req).await {
+                        Ok(p) => break p,
+                        Err(e) if attempt < 8 => {
+                            tracing::debug!("VM port {node}: {e}; retrying");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                };
                 let trunk = trunks::create(
                     &cloud,
                     &CreateTrunk {

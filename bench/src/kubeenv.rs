@@ -76,35 +76,17 @@ pub async fn create_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
 
 /// Strips finalizers from everything left in `ns` and deletes it.
 pub async fn delete_namespace(client: &Client, ns: &str) {
-    let strip = json!({"metadata": {"finalizers": null}});
     let kps = kuryrport_api(client, ns);
-    if let Ok(list) = kps.list(&ListParams::default()).await {
-        for kp in list {
-            let _ = kps
-                .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                .await;
-        }
-    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    if let Ok(list) = pods.list(&ListParams::default()).await {
-        for p in list {
-            let _ = pods
-                .patch(&p.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                .await;
-        }
-    }
-    // Services and KuryrLoadBalancers hold finalizers the stopped controller will never release.
+    // Pods and KuryrPorts hold the controller's finalizers, Services and KuryrLoadBalancers too: the
+    // stopped controller will never release them. 32 patches at a time (10k pods after the scale run).
     for api in [
+        kps.clone(),
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&())),
         Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Service>(&())),
         klb_api(client, ns),
     ] {
-        if let Ok(list) = api.list(&ListParams::default()).await {
-            for o in list {
-                let _ = api
-                    .patch(&o.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                    .await;
-            }
-        }
+        strip_finalizers(&api).await;
     }
     let _ = pods.delete_collection(&grace0(), &ListParams::default()).await;
     let _ = kps
@@ -112,6 +94,28 @@ pub async fn delete_namespace(client: &Client, ns: &str) {
         .await;
     let api: Api<Namespace> = Api::all(client.clone());
     let _ = api.delete(ns, &DeleteParams::default()).await;
+}
+
+/// Removes the finalizers of every object `api` lists that has some.
+async fn strip_finalizers(api: &Api<DynamicObject>) {
+    let strip = json!({"metadata": {"finalizers": null}});
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    let names: Vec<String> = list
+        .items
+        .iter()
+        .filter(|o| o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+        .map(|o| o.name_any())
+        .collect();
+    futures::stream::iter(names)
+        .for_each_concurrent(32, |n| {
+            let (api, strip) = (api.clone(), &strip);
+            async move {
+                let _ = api.patch(&n, &PatchParams::default(), &Patch::Merge(strip)).await;
+            }
+        })
+        .await;
 }
 
 /// Every namespace and Node a bench run labelled (`kuryr-bench=true`), e.g. after an interrupted run.

@@ -48,6 +48,9 @@ pub struct Spec {
     pub kuryr_extra_args: Vec<String>,
     /// cloudsim profile override (the scale scenario builds its state on a zero-latency cloud).
     pub profile: Option<Profile>,
+    /// Appended to the variant (`/<suffix>`) when not empty: a second session of the same cloud and
+    /// pools setting with other controller flags.
+    pub variant_suffix: &'static str,
 }
 
 impl Spec {
@@ -57,7 +60,11 @@ impl Spec {
             CloudKind::Neutron => "neutron",
         };
         let pools = if self.pools { "pools" } else { "no-pools" };
-        format!("{cloud}/{pools}")
+        if self.variant_suffix.is_empty() {
+            format!("{cloud}/{pools}")
+        } else {
+            format!("{cloud}/{pools}/{}", self.variant_suffix)
+        }
     }
 }
 
@@ -85,12 +92,16 @@ fn short(i: Implementation) -> &'static str {
 
 impl Session {
     pub async fn start(s: &Settings, spec: Spec) -> anyhow::Result<Session> {
-        let tag = format!(
+        let mut tag = format!(
             "{}-{}-{}",
             spec.scenario.replace('_', ""),
             short(spec.implementation),
             if spec.pools { "p" } else { "np" }
         );
+        if !spec.variant_suffix.is_empty() {
+            tag.push('-');
+            tag.extend(spec.variant_suffix.chars().filter(char::is_ascii_alphanumeric));
+        }
         let ns = format!("bench-{}-{tag}", s.run_id);
         let cluster_id = ns.clone();
         let dir = s.work_dir.join(&tag);
@@ -238,6 +249,7 @@ impl Session {
             "warm-up KuryrPorts not released within {timeout:?}; {}",
             self.log_tail()
         );
+        self.warm_released = true;
         Ok(())
     }
 
@@ -272,6 +284,23 @@ impl Session {
                 )
             })
             .unwrap_or_default()
+    }
+
+    /// kuryr-rs: the seconds its OpenStack calls have waited for its client's rate limiter so far, summed
+    /// over calls (`kuryr_openstack_ratelimit_wait_seconds_total`); None for upstream (no limiter).
+    pub async fn ratelimit_wait_s(&self) -> Option<f64> {
+        let url = self.controller.as_ref()?.metrics_url.clone()?;
+        let text = reqwest::get(format!("{url}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        Some(controllers::counter_sum(
+            &text,
+            "kuryr_openstack_ratelimit_wait_seconds_total",
+            "",
+        ))
     }
 
     /// The cloudsim call log since `since_seq` (None on the real cloud).

@@ -52,6 +52,7 @@ pub async fn burst(session: &mut Session, o: &BurstOpts) -> anyhow::Result<Recor
         .as_ref()
         .and_then(|c| c.footprint())
         .map(|f| f.cpu_s);
+    let wait0 = session.ratelimit_wait_s().await;
     let vms = session.cloud.vms.clone();
     let names: Vec<String> = (0..o.pods).map(|i| format!("burst-{i}")).collect();
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -116,6 +117,13 @@ pub async fn burst(session: &mut Session, o: &BurstOpts) -> anyhow::Result<Recor
             o.pods, o.timeout
         ));
         r.extra.insert("not_wired".into(), missing.into());
+    }
+    if let (Some(w0), Some(w1)) = (wait0, session.ratelimit_wait_s().await) {
+        // Summed over calls: many calls waiting at once count each their own wait.
+        r.extra.insert(
+            "client_ratelimit_wait_s".into(),
+            crate::stats::round_ms(w1 - w0).into(),
+        );
     }
     if let Some(c) = session.calls_since(seq0) {
         r.neutron_writes_per_pod = CallCounts::per(c.neutron_writes, o.pods as u64);

@@ -48,6 +48,7 @@ async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
         .as_ref()
         .and_then(|c| c.footprint())
         .map(|f| f.cpu_s);
+    let wait0 = session.ratelimit_wait_s().await;
     let vms = session.cloud.vms.clone();
     let n = (o.rate_per_s * o.duration.as_secs_f64()).round() as usize;
     let names: Vec<String> = (0..n).map(|i| format!("churn-{i}")).collect();
@@ -114,6 +115,12 @@ async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
         r.note = Some(format!(
             "{missing} of {n} pods never seen wired (deleted before wiring or failed)"
         ));
+    }
+    if let (Some(w0), Some(w1)) = (wait0, session.ratelimit_wait_s().await) {
+        r.extra.insert(
+            "client_ratelimit_wait_s".into(),
+            crate::stats::round_ms(w1 - w0).into(),
+        );
     }
     if let Some(c) = session.calls_since(seq0) {
         r.neutron_writes_per_pod = CallCounts::per(c.neutron_writes, n as u64);

@@ -31,7 +31,6 @@ use kuryr_cloudsim::world::World;
 use serde_json::{json, Value};
 
 use crate::calls::CallCounts;
-use crate::controllers::counter_sum;
 use crate::kubeenv;
 use crate::record::{Implementation, Record, Scenario};
 use crate::session::{Session, Settings, Spec};
@@ -390,23 +389,6 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
-/// kuryr-rs: the time its calls spent waiting for its OpenStack client's rate limiter, summed over
-/// calls (`kuryr_openstack_ratelimit_wait_seconds_total`); None for upstream.
-async fn ratelimit_wait_s(session: &Session) -> Option<f64> {
-    let url = session.controller.as_ref()?.metrics_url.clone()?;
-    let text = reqwest::get(format!("{url}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    Some(counter_sum(
-        &text,
-        "kuryr_openstack_ratelimit_wait_seconds_total",
-        "",
-    ))
-}
-
 fn summary_json(samples: &[f64]) -> Value {
     match Summary::of(samples) {
         Some(s) => json!({"p50_s": s.p50, "p99_s": s.p99, "max_s": s.max}),
@@ -551,7 +533,7 @@ async fn phases(
     if let Some(l) = load0 {
         r.extra.insert("load_avg_1m_at_start".into(), l.into());
     }
-    if let Some(wait) = ratelimit_wait_s(session).await {
+    if let Some(wait) = session.ratelimit_wait_s().await {
         r.extra
             .insert("client_ratelimit_wait_s".into(), round_ms(wait).into());
     }
