@@ -170,11 +170,120 @@ const UNLIMITED: &str = "qps-unlimited";
 /// Where each finished record goes (saved at once).
 type Sink<'a> = dyn FnMut(Record) -> anyhow::Result<()> + 'a;
 
-/// Why a scenario has no figures in this harness yet.
-fn not_built(s: Scenario) -> &'static str {
-    match s {
-        Scenario::CniAdd => "not measured: no CNI ADD benchmark from the CNI work was in main to reuse",
-        _ => "not measured",
+/// cni_add: records from the newest `cni-add-*.json` that `cargo bench -p kuryr-cni --bench cni_add`
+/// wrote into `dir` (bench/run runs it just before kuryr-bench), one per series.
+fn cni_add_all(
+    dir: &std::path::Path,
+    started: chrono::DateTime<chrono::Utc>,
+    impls: &[Implementation],
+    out: &mut Sink<'_>,
+) -> anyhow::Result<()> {
+    for &i in impls {
+        if i == Implementation::Upstream {
+            out(Record::not_run(
+                Scenario::CniAdd,
+                i,
+                "lab",
+                "not run for upstream: its CNI (kuryr-cni + kuryr-daemon, Python) is not in the bench venv, which \
+                 holds the controller only",
+            ))?;
+            continue;
+        }
+        let newest = std::fs::read_dir(dir)
+            .ok()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("cni-add-") && n.ends_with(".json"))
+            })
+            .max();
+        let Some(file) = newest else {
+            out(Record::not_run(
+                Scenario::CniAdd,
+                i,
+                "lab",
+                "not measured: no bench/results/cni-add-*.json (cargo bench -p kuryr-cni --bench cni_add, as root)",
+            ))?;
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+        for r in cni_add::records(&v, &file.display().to_string(), started) {
+            out(r)?;
+        }
+    }
+    Ok(())
+}
+
+mod cni_add {
+    use kuryr_bench::record::{Implementation, Record, Scenario};
+    use serde_json::Value;
+
+    /// One record per series of a `cni-add-*.json` (milliseconds there, seconds here).
+    pub fn records(v: &Value, file: &str, started: chrono::DateTime<chrono::Utc>) -> Vec<Record> {
+        let when = v["when"].as_str().unwrap_or_default();
+        let earlier = chrono::NaiveDateTime::parse_from_str(when, "%Y%m%dT%H%M%SZ")
+            .map(|t| t.and_utc() < started - chrono::Duration::minutes(30))
+            .unwrap_or(true);
+        let ms = |s: &Value, k: &str| s[k].as_f64().map(|x| (x / 1000.0 * 1e6).round() / 1e6);
+        v["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                let series = s["series"].as_str().unwrap_or("?");
+                let mut r = Record::new(Scenario::CniAdd, Implementation::KuryrRs, format!("lab/{series}"));
+                r.p50_s = ms(s, "p50_ms");
+                r.p99_s = ms(s, "p99_ms");
+                r.max_s = ms(s, "max_ms");
+                r.extra.insert("samples".into(), s["samples"].clone());
+                r.extra.insert("p90_s".into(), ms(s, "p90_ms").into());
+                r.extra.insert("mean_s".into(), ms(s, "mean_ms").into());
+                r.extra.insert("source".into(), file.into());
+                r.extra.insert("measured_at".into(), when.into());
+                let mut note = "CNI ADD with the VIF already active (exec of kuryr-cni to its result), not \
+                                time-to-wire; from cargo bench -p kuryr-cni --bench cni_add"
+                    .to_string();
+                if earlier {
+                    note.push_str(&format!(" — measured at {when}, before this run (not re-run)"));
+                }
+                r.note = Some(note);
+                r
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn series_become_records_in_seconds_and_old_files_say_so() {
+            let v = serde_json::json!({"when": "20261122T140058Z", "results": [
+                {"series": "plugin+daemon+macvlan bind", "samples": 300, "p50_ms": 5.34, "p90_ms": 14.65,
+                 "p99_ms": 31.94, "max_ms": 49.26, "mean_ms": 7.33}]});
+            let later = chrono::DateTime::parse_from_rfc3339("2026-11-24T12:00:00Z")
+                .expect("time")
+                .to_utc();
+            let rs = super::records(&v, "f.json", later);
+            assert_eq!(rs.len(), 1);
+            let r = &rs[0];
+            assert_eq!(r.variant, "lab/plugin+daemon+macvlan bind");
+            assert_eq!(
+                (r.p50_s, r.p99_s, r.max_s),
+                (Some(0.00534), Some(0.03194), Some(0.04926))
+            );
+            assert!(r.note.as_deref().is_some_and(|n| n.contains("before this run")));
+            assert!(r.problems().is_empty(), "{:?}", r.problems());
+            let same_day = chrono::DateTime::parse_from_rfc3339("2026-11-22T14:05:00Z")
+                .expect("time")
+                .to_utc();
+            let rs = super::records(&v, "f.json", same_day);
+            assert!(rs[0]
+                .note
+                .as_deref()
+                .is_some_and(|n| !n.contains("before this run")));
+        }
     }
 }
 
@@ -275,11 +384,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
             Scenario::Scale => scale_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Services => services_all(&settings, &a, &impls, timeout, &mut sink).await?,
             Scenario::Datapath => datapath_all(&settings, &a, &impls, &mut sink).await?,
-            other => {
-                for i in &impls {
-                    sink(Record::not_run(other, *i, "cloudsim", not_built(other)))?;
-                }
-            }
+            Scenario::CniAdd => cni_add_all(std::path::Path::new("bench/results"), now, &impls, &mut sink)?,
         }
     }
     result.finished_at = Some(chrono::Utc::now().to_rfc3339());
