@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def time_to_wire(run, wire, dst):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10.5, 4.5))
     for r in wire:
         xs = sorted(r["samples_s"])
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
@@ -29,7 +29,7 @@ def time_to_wire(run, wire, dst):
     ax.set_ylabel("fraction of pods")
     ax.set_title(f'time-to-wire, run {run["run_id"]} ({run["commit"]["sha"][:10]}, time-scale {run["time_scale"]})')
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
 
