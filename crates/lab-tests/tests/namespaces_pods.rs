@@ -4,24 +4,24 @@
 //! ports, the router interface, the subnet and the network (tag scan of this run's cluster id).
 //! Pods go to vm3 (no kubelet there): they stay Pending but are scheduled, which is all the pod path needs.
 
+mod nsnet;
+
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
 use kuryr_api::{
-    Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Patch, PatchParams, Pod,
-    PostParams, ResourceExt,
+    Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Pod, PostParams, ResourceExt,
 };
 use kuryr_controller::networks::{NetworksConfig, SubnetMode};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
-use kuryr_openstack::neutron::{networks, ports, subnetpools, subnets, Filter};
+use kuryr_openstack::neutron::{ports, subnetpools, subnets, Filter};
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
 use lab_tests::Lab;
+use nsnet::{leftovers, strip_finalizers, wait_gone, CRD_MANAGER, WAIT};
 use serde_json::json;
 
-const CRD_MANAGER: &str = "kuryr-crd-test";
-const WAIT: Duration = Duration::from_secs(120);
 const NODE: &str = "vm3";
 
 #[tokio::test]
@@ -170,191 +170,4 @@ fn is_ready(kp: &KuryrPort) -> bool {
     kp.status
         .as_ref()
         .is_some_and(|s| s.all_active() && kuryr_api::conditions::is_condition_true(&s.conditions, "Ready"))
-}
-
-async fn wait_gone(namespaces: &Api<Namespace>, ns: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    while namespaces.get_opt(ns).await?.is_some() {
-        if Instant::now() > deadline {
-            bail!("namespace {ns} still there after {WAIT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
-}
-
-async fn leftovers(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<Vec<String>> {
-    let tags = Owner::cluster_filter(cluster_id);
-    let mut left: Vec<String> = ports::list(cloud, Filter::new().tags(&tags))
-        .await?
-        .into_iter()
-        .map(|p| format!("port {}", p.id))
-        .collect();
-    left.extend(
-        subnets::list(cloud, Filter::new().tags(&tags))
-            .await?
-            .into_iter()
-            .map(|s| format!("subnet {}", s.id)),
-    );
-    left.extend(
-        networks::list(cloud, Filter::new().tags(&tags))
-            .await?
-            .into_iter()
-            .map(|n| format!("network {}", n.id)),
-    );
-    Ok(left)
-}
-
-/// After a failure: let the namespace go (what is left shows in the tag scan).
-async fn strip_finalizers(client: &Client, ns: &str) {
-    let strip = json!({"metadata": {"finalizers": null}});
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
-    let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
-    for kp in kps
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let _ = kps
-            .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-            .await;
-    }
-    for pod in pods
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let _ = pods
-            .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-            .await;
-    }
-    let _ = kns
-        .patch(ns, &PatchParams::default(), &Patch::Merge(&strip))
-        .await;
-}
-
-/// With `--namespace-selector`, the KuryrNetwork controller (which watches KuryrNetworks cluster-wide) makes
-/// networks only for namespaces its selector matches: another controller's KuryrNetwork, in a namespace it
-/// does not select, gets no network, status or finalizer from it. Two controllers sharing a cluster used to
-/// race over such a namespace's router interface (an OVN router port with no address broke every ovn LB).
-#[tokio::test]
-async fn a_namespace_selector_keeps_the_controller_off_other_namespaces_networks() -> anyhow::Result<()> {
-    let lab = Lab::require();
-    let client = lab.kube_client().await?;
-    lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
-    let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
-    let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
-    let run_id = format!("{:06x}", fastrand::u32(..0x100_0000));
-    let (ours, theirs) = (format!("nssel-a-{run_id}"), format!("nssel-b-{run_id}"));
-    let label = format!("kuryr-test-sel-{run_id}");
-    let cluster_id = format!("nssel-{run_id}");
-    let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
-    config.namespace_selector = Some(format!("{label}=yes"));
-    config.project_id = Some(lab.project_id.clone());
-    config.networks = NetworksConfig {
-        mode: SubnetMode::Namespace,
-        pool_prefixes: vec![format!("198.18.{}.0/24", 128 + fastrand::u8(..128))],
-        prefixlen: 28,
-        ..NetworksConfig::default()
-    };
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for (ns, labels) in [(&ours, json!({label.clone(): "yes"})), (&theirs, json!({}))] {
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns, "labels": labels}}))?,
-            )
-            .await?;
-    }
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
-        let _ = stopped.await;
-    }));
-    let result = selector_scenario(&client, &cloud, &ours, &theirs, &lab.project_id, &cluster_id).await;
-    for ns in [&ours, &theirs] {
-        if result.is_err() {
-            strip_finalizers(&client, ns).await;
-        }
-        let _ = namespaces.delete(ns, &DeleteParams::default()).await;
-    }
-    let gone = (
-        wait_gone(&namespaces, &ours).await,
-        wait_gone(&namespaces, &theirs).await,
-    );
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(30), controller).await;
-    let left = leftovers(&cloud, &cluster_id).await?;
-    for p in subnetpools::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&cluster_id))).await? {
-        subnetpools::delete(&cloud, &p.id).await?;
-    }
-    result?;
-    gone.0?;
-    gone.1?;
-    ensure!(
-        left.is_empty(),
-        "left behind after the namespaces were deleted: {left:?}"
-    );
-    Ok(())
-}
-
-async fn selector_scenario(
-    client: &Client,
-    cloud: &Cloud,
-    ours: &str,
-    theirs: &str,
-    project_id: &str,
-    cluster_id: &str,
-) -> anyhow::Result<()> {
-    // A KuryrNetwork in each namespace, as the namespace front end (ours) or another controller (theirs)
-    // would make it.
-    for ns in [ours, theirs] {
-        let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
-        let kn: KuryrNetwork = serde_json::from_value(json!({
-            "apiVersion": "openstack.org/v1", "kind": "KuryrNetwork",
-            "metadata": {"name": ns, "namespace": ns},
-            "spec": {"nsName": ns, "projectId": project_id}
-        }))?;
-        kns.create(&PostParams::default(), &kn).await?;
-    }
-    let ours_api: Api<KuryrNetwork> = Api::namespaced(client.clone(), ours);
-    let deadline = Instant::now() + WAIT;
-    let net_id = loop {
-        let kn = ours_api.get(ours).await?;
-        if let Some(id) = kn.status.and_then(|s| s.net_id) {
-            break id;
-        }
-        if Instant::now() > deadline {
-            bail!("the selected namespace's KuryrNetwork got no network within {WAIT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    // The other one was seen by the same watch; give its reconcile (and a requeue) time to do the wrong thing.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let kn = Api::<KuryrNetwork>::namespaced(client.clone(), theirs)
-        .get(theirs)
-        .await?;
-    ensure!(
-        kn.status.is_none(),
-        "the unselected namespace's KuryrNetwork got a status: {:?}",
-        kn.status
-    );
-    ensure!(
-        kn.metadata.finalizers.as_deref().unwrap_or_default().is_empty(),
-        "the unselected namespace's KuryrNetwork got finalizers: {:?}",
-        kn.metadata.finalizers
-    );
-    let tagged: Vec<String> = networks::list(cloud, Filter::new().tags(&Owner::cluster_filter(cluster_id)))
-        .await?
-        .into_iter()
-        .map(|n| n.id)
-        .collect();
-    ensure!(
-        tagged == [net_id.clone()],
-        "networks of this controller: {tagged:?}, expected only the selected namespace's {net_id}"
-    );
-    eprintln!("{ours}: network {net_id}; {theirs} (not selected): untouched");
-    Ok(())
 }
