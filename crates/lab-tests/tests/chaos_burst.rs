@@ -28,13 +28,13 @@ const KILL_AT_READY: [usize; 3] = [3, 18, 33];
 async fn controller_killed_mid_burst_of_50_pods_wires_each_once_from_pools_on_cloudsim() -> anyhow::Result<()>
 {
     let lab = Lab::require();
-    burst(&lab, &sim(&lab).await?, "sim-pool", true).await
+    burst(&lab, &TestCloud::cloudsim(&lab, |_| {}).await?, "sim-pool", true).await
 }
 
 #[tokio::test]
 async fn controller_killed_mid_burst_of_50_pods_wires_each_once_per_pod_on_cloudsim() -> anyhow::Result<()> {
     let lab = Lab::require();
-    burst(&lab, &sim(&lab).await?, "sim-own", false).await
+    burst(&lab, &TestCloud::cloudsim(&lab, |_| {}).await?, "sim-own", false).await
 }
 
 #[tokio::test]
@@ -43,14 +43,6 @@ async fn controller_killed_mid_burst_of_50_pods_wires_each_once_per_pod_on_real_
     let lab = Lab::require();
     let cloud = TestCloud::lab(&lab).await?;
     burst(&lab, &cloud, "lab-own", false).await
-}
-
-async fn sim(lab: &Lab) -> anyhow::Result<TestCloud> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let cloud = TestCloud::cloudsim(lab, |_| {}).await?;
-    // The controller binary refuses credentials others can read.
-    std::fs::set_permissions(&cloud.clouds_yaml, std::fs::Permissions::from_mode(0o600))?;
-    Ok(cloud)
 }
 
 async fn burst(lab: &Lab, cloud: &TestCloud, kind: &str, pools: bool) -> anyhow::Result<()> {

@@ -13,13 +13,10 @@ use anyhow::{bail, ensure, Context as _};
 use kuryr_api::{
     Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Pod, PostParams, ResourceExt,
 };
-use kuryr_controller::networks::{NetworksConfig, SubnetMode};
-use kuryr_controller::runtime::{run, Runtime};
-use kuryr_controller::Config;
-use kuryr_openstack::neutron::{ports, subnetpools, subnets, Filter};
-use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use kuryr_openstack::neutron::{ports, subnets};
+use kuryr_openstack::Cloud;
 use lab_tests::Lab;
-use nsnet::{leftovers, strip_finalizers, wait_gone, CRD_MANAGER, WAIT};
+use nsnet::{delete_subnetpools, leftovers, strip_finalizers, wait_gone, WAIT};
 use serde_json::json;
 
 const NODE: &str = "vm3";
@@ -27,22 +24,11 @@ const NODE: &str = "vm3";
 #[tokio::test]
 async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_namespace() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let client = lab.kube_client().await?;
-    lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
-    let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
-    let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
-    let run_id = format!("{:06x}", fastrand::u32(..0x100_0000));
+    let (client, cloud, run_id) = nsnet::connect(&lab).await?;
     let ns = format!("nsnet-{run_id}");
     let cluster_id = format!("nstest-{run_id}");
-    let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
+    let mut config = nsnet::namespace_mode(&lab, &cluster_id);
     config.namespace = Some(ns.clone());
-    config.project_id = Some(lab.project_id.clone());
-    config.networks = NetworksConfig {
-        mode: SubnetMode::Namespace,
-        pool_prefixes: vec![format!("198.18.{}.0/24", 128 + fastrand::u8(..128))],
-        prefixlen: 28,
-        ..NetworksConfig::default()
-    };
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(
@@ -50,22 +36,16 @@ async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_names
             &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
         )
         .await?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
-        let _ = stopped.await;
-    }));
+    let controller = nsnet::Controller::start(&client, &cloud, config);
     let result = scenario(&client, &cloud, &ns, &lab).await;
     if result.is_err() {
         strip_finalizers(&client, &ns).await;
     }
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     let gone = wait_gone(&namespaces, &ns).await;
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(30), controller).await;
+    controller.stop().await;
     let left = leftovers(&cloud, &cluster_id).await?;
-    for p in subnetpools::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&cluster_id))).await? {
-        subnetpools::delete(&cloud, &p.id).await?;
-    }
+    delete_subnetpools(&cloud, &cluster_id).await?;
     result?;
     gone?;
     ensure!(

@@ -5,15 +5,12 @@ mod nsnet;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{bail, ensure};
 use kuryr_api::{Api, Client, DeleteParams, KuryrNetwork, Namespace, PostParams};
-use kuryr_controller::networks::{NetworksConfig, SubnetMode};
-use kuryr_controller::runtime::{run, Runtime};
-use kuryr_controller::Config;
 use kuryr_openstack::neutron::{networks, Filter};
-use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use kuryr_openstack::{Cloud, Owner};
 use lab_tests::Lab;
-use nsnet::{delete_subnetpools, strip_finalizers, wait_gone, CRD_MANAGER, WAIT};
+use nsnet::{delete_subnetpools, strip_finalizers, wait_gone, WAIT};
 use serde_json::json;
 
 /// With `--namespace-selector`, the KuryrNetwork controller (which watches KuryrNetworks cluster-wide) makes
@@ -23,23 +20,12 @@ use serde_json::json;
 #[tokio::test]
 async fn a_namespace_selector_keeps_the_controller_off_other_namespaces_networks() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let client = lab.kube_client().await?;
-    lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
-    let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
-    let cloud = Cloud::connect(cfg).await.context("login to the lab cloud")?;
-    let run_id = format!("{:06x}", fastrand::u32(..0x100_0000));
+    let (client, cloud, run_id) = nsnet::connect(&lab).await?;
     let (ours, theirs) = (format!("nssel-a-{run_id}"), format!("nssel-b-{run_id}"));
     let label = format!("kuryr-test-sel-{run_id}");
     let cluster_id = format!("nssel-{run_id}");
-    let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
+    let mut config = nsnet::namespace_mode(&lab, &cluster_id);
     config.namespace_selector = Some(format!("{label}=yes"));
-    config.project_id = Some(lab.project_id.clone());
-    config.networks = NetworksConfig {
-        mode: SubnetMode::Namespace,
-        pool_prefixes: vec![format!("198.18.{}.0/24", 128 + fastrand::u8(..128))],
-        prefixlen: 28,
-        ..NetworksConfig::default()
-    };
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for (ns, labels) in [(&ours, json!({label.clone(): "yes"})), (&theirs, json!({}))] {
         namespaces
@@ -49,10 +35,7 @@ async fn a_namespace_selector_keeps_the_controller_off_other_namespaces_networks
             )
             .await?;
     }
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(Runtime::new(client.clone(), cloud.clone(), config), async {
-        let _ = stopped.await;
-    }));
+    let controller = nsnet::Controller::start(&client, &cloud, config);
     let result = selector_scenario(&client, &cloud, &ours, &theirs, &lab.project_id, &cluster_id).await;
     for ns in [&ours, &theirs] {
         if result.is_err() {
@@ -64,8 +47,7 @@ async fn a_namespace_selector_keeps_the_controller_off_other_namespaces_networks
         wait_gone(&namespaces, &ours).await,
         wait_gone(&namespaces, &theirs).await,
     );
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(30), controller).await;
+    controller.stop().await;
     result?;
     gone.0?;
     gone.1?;

@@ -2,8 +2,6 @@
 //! service subnet = the API server's service range, a router and an external network), and the cloud faults
 //! the suite injects into it.
 
-use std::os::unix::fs::PermissionsExt as _;
-
 use anyhow::Context as _;
 use kuryr_cloudsim::{FaultRule, LbFaultRule, LbOutcome, LbPhase};
 use kuryr_openstack::neutron::quotas;
@@ -27,8 +25,6 @@ impl ChaosCloud {
             crate::simnets::short_provisioning(p);
         })
         .await?;
-        // The controller binary refuses credentials others can read.
-        std::fs::set_permissions(&pods.clouds_yaml, std::fs::Permissions::from_mode(0o600))?;
         let cloud = &pods.cloud;
         let nets = crate::simnets::services_and_router(cloud, &pods.subnet_id).await?;
         let project_id = cloud.project_id().context("the token's project")?;

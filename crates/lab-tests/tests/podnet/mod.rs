@@ -111,6 +111,8 @@ impl TestCloud {
                 handle.url()
             ),
         )?;
+        // The controller and daemon binaries refuse credentials others can read.
+        std::fs::set_permissions(&yaml, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;
         let net = networks::create(&cloud, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;
         let mut sub = CreateSubnet::v4(&net.id, lab.pod_subnet_cidr.clone());
