@@ -381,21 +381,15 @@ async fn refill_locked(
     for r in results {
         match r {
             Ok(n) => made += n,
-            Err(e) if first_err.is_none() => first_err = Some(e),
-            Err(e) => warn!(error = &e as &dyn std::error::Error, "a refill batch failed"),
+            Err(e) => {
+                warn!(error = &e as &dyn std::error::Error, "a refill batch failed");
+                first_err.get_or_insert(e);
+            }
         }
     }
     match first_err {
         Some(e) if made == 0 => Err(e),
-        Some(e) => {
-            warn!(
-                made,
-                error = &e as &dyn std::error::Error,
-                "a refill batch failed"
-            );
-            Ok(made)
-        }
-        None => Ok(made),
+        _ => Ok(made),
     }
 }
 
