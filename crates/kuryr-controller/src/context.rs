@@ -10,6 +10,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::{KuryrPort, KuryrPortStatus, Node, ObjectReference};
 use kuryr_core::neutron::Subnet;
 use kuryr_core::VlanBook;
+use kuryr_openstack::neutron::ports::PortReads;
 use kuryr_openstack::Cloud;
 use tokio::sync::OnceCell;
 
@@ -31,6 +32,8 @@ pub struct Parent {
 pub struct Context {
     pub client: kube::Client,
     pub cloud: Cloud,
+    /// Port reads of the hot paths (ACTIVE polls, pool hand-outs), coalesced into lists under a burst.
+    pub port_reads: PortReads,
     pub config: Config,
     /// `config.project_id`, or the token's project.
     pub project_id: String,
@@ -86,6 +89,7 @@ impl Context {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             vlans: Mutex::new(VlanBook::new(config.vlan_range)),
+            port_reads: PortReads::new(&cloud),
             client,
             cloud,
             config,

@@ -7,12 +7,14 @@
 //!   security groups and rules, floating IPs, quotas, tags, extension discovery.
 //! - [`octavia`]: fully-populated LB create, batch member replace, per-object CRUD, cascade delete,
 //!   status tree, providers, version gates; [`waiter`] tells ACTIVE, ERROR and stuck PENDING_* apart.
+//! - [`batch`]: single-object reads coalesced into list calls by id (port ACTIVE polls under a burst).
 //! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created.
 //!
 //! It knows nothing of Kubernetes: ids in, OpenStack objects out. See docs/openstack-client.md.
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod batch;
 pub mod client;
 pub mod config;
 pub mod errors;

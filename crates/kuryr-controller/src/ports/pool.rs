@@ -254,7 +254,7 @@ async fn hand_out(
             let list: Vec<String> = sgs.iter().cloned().collect();
             ports::set_security_groups(&ctx.cloud, &id, &list).await
         }
-        None => ports::get(&ctx.cloud, &id).await,
+        None => ctx.port_reads.get(&id).await,
     };
     let port = match fresh {
         Ok(p) => p,

@@ -11,7 +11,6 @@ use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, VifType};
 use kuryr_core::kuryrport::{facts, set_vif};
-use kuryr_openstack::neutron::ports;
 use tracing::{info, instrument, warn};
 
 use crate::context::Context;
@@ -89,7 +88,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
             (VifType::NestedMacvlan, Some(vm_port)) => vm_port.clone(),
             _ => entry.vif.port_id.clone(),
         };
-        let port = ports::get(&ctx.cloud, &polled).await?;
+        let port = ctx.port_reads.get(&polled).await?;
         if port.status == "ACTIVE" {
             entry.vif.active = true;
             changed = true;

@@ -10,6 +10,7 @@ use serde_json::json;
 use super::tags::{tag_or_delete, Resource};
 use super::trunks::SubPort;
 use super::Filter;
+use crate::batch::ReadBatcher;
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};
 use crate::Cloud;
@@ -272,6 +273,41 @@ pub async fn get(cloud: &Cloud, id: &str) -> Result<Port> {
             "port",
         )
         .await
+}
+
+/// Port reads for hot paths (a pod's port until ACTIVE, a pool port handed out): concurrent reads are
+/// made as one `GET /ports?id=…` list per round (see [`crate::batch`]), a lone one as a plain show.
+#[derive(Clone)]
+pub struct PortReads {
+    cloud: Cloud,
+    batch: ReadBatcher<Port>,
+}
+
+impl PortReads {
+    pub fn new(cloud: &Cloud) -> Self {
+        let lister = cloud.clone();
+        Self {
+            cloud: cloud.clone(),
+            batch: ReadBatcher::new(
+                move |ids: Vec<String>| {
+                    let cloud = lister.clone();
+                    async move {
+                        let filter = ids.into_iter().fold(Filter::new(), |f, id| f.eq("id", id));
+                        list(&cloud, filter).await
+                    }
+                },
+                |p: &Port| p.id.as_str(),
+            ),
+        }
+    }
+
+    /// The port, as [`get`] answers (a missing port is its 404, read alone).
+    pub async fn get(&self, id: &str) -> Result<Port> {
+        match self.batch.read(id).await {
+            Some(port) => Ok(port),
+            None => get(&self.cloud, id).await,
+        }
+    }
 }
 
 pub async fn list(cloud: &Cloud, filter: Filter) -> Result<Vec<Port>> {

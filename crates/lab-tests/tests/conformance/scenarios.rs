@@ -157,7 +157,7 @@ pub async fn network_subnet_router(x: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One bulk call makes N ports with ownership tags; filters by tags and fixed IP find them.
+/// One bulk call makes N ports with ownership tags; filters by tags, fixed IP and repeated ids find them.
 pub async fn bulk_ports_with_tags(x: Ctx) -> anyhow::Result<()> {
     let (b, c) = (&x.b, &x.c);
     let cloud = &b.cloud;
@@ -203,6 +203,32 @@ pub async fn bulk_ports_with_tags(x: Ctx) -> anyhow::Result<()> {
     );
     let by_any = ports::list(cloud, Filter::new().tags_any(&[tags[2].clone(), "nope".into()])).await?;
     ensure!(by_any.len() == 8, "tags-any found {}", by_any.len());
+    // Reads of several ports at once become lists by repeated `id`: each reader gets its own port; a
+    // missing one among them is the server's 404.
+    let reads = ports::PortReads::new(cloud);
+    let missing = "00000000-0000-4000-8000-00000000dead".to_owned();
+    let wanted: Vec<String> = created
+        .iter()
+        .map(|p| p.id.clone())
+        .chain([missing.clone()])
+        .collect();
+    let got = futures::future::join_all(wanted.iter().map(|id| reads.get(id))).await;
+    for (id, r) in wanted.iter().zip(&got) {
+        match r {
+            Ok(p) => ensure!(&p.id == id && id != &missing, "asked {id}, got {}", p.id),
+            Err(e) => ensure!(id == &missing && e.is_not_found(), "{id}: {e}"),
+        }
+    }
+    let by_ids = ports::list(
+        cloud,
+        Filter::new().eq("id", &created[1].id).eq("id", &created[6].id),
+    )
+    .await?;
+    let by_ids: BTreeSet<_> = by_ids.into_iter().map(|p| p.id).collect();
+    ensure!(
+        by_ids == BTreeSet::from([created[1].id.clone(), created[6].id.clone()]),
+        "repeated id filter: {by_ids:?}"
+    );
     // Updates: name and device owner survive a round trip.
     let upd = ports::update(
         cloud,
