@@ -9,9 +9,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
-use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, VifType};
+use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, Vif, VifType};
 use kuryr_core::kuryrport::{facts, set_vif};
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
@@ -21,6 +21,9 @@ use crate::ports::{allocate, podport, pool, status};
 pub const CONTROLLER: &str = "kuryrport";
 /// Periodic re-check of a wired KuryrPort.
 const RESYNC: Duration = Duration::from_secs(600);
+/// How long a new port may take to go ACTIVE before the status is written without it (ML2/OVN subports:
+/// 0.05-1.3 s).
+const SETTLE: Duration = Duration::from_secs(2);
 
 #[instrument(skip(kp, ctx), fields(namespace = kp.namespace(), name = kp.name_any()))]
 pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> {
@@ -62,6 +65,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
                 return Err(e);
             }
         }
+        let vif = settle(ctx, vif).await;
         set_vif(&mut st, DEFAULT_IFNAME, vif.clone());
         status::mark(kp, &mut st);
         if let Err(e) = status::write(ctx, kp, &st).await {
@@ -84,11 +88,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     // Waiting for ACTIVE: poll every port not ACTIVE yet (macvlan: the VM port, the pod port stays DOWN).
     let mut changed = false;
     for entry in st.vifs.values_mut().filter(|v| !v.vif.active) {
-        let polled = match (entry.vif.vif_type, &entry.vif.parent_port_id) {
-            (VifType::NestedMacvlan, Some(vm_port)) => vm_port.clone(),
-            _ => entry.vif.port_id.clone(),
-        };
-        let port = ctx.port_reads.get(&polled).await?;
+        let port = ctx.port_reads.get(polled_port(&entry.vif)).await?;
         if port.status == "ACTIVE" {
             entry.vif.active = true;
             changed = true;
@@ -103,6 +103,43 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         return Ok(wired(ctx, kp));
     }
     Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)))
+}
+
+/// The port whose status says the VIF is up (macvlan: the VM port; the pod's own port stays DOWN).
+fn polled_port(vif: &Vif) -> &str {
+    match (vif.vif_type, &vif.parent_port_id) {
+        (VifType::NestedMacvlan, Some(vm_port)) => vm_port,
+        _ => &vif.port_id,
+    }
+}
+
+/// Waits up to [`SETTLE`] for a new port to go ACTIVE before its first status write. The CNI daemon binds
+/// only once every VIF is active, so a status naming a port still DOWN serves no one, and writing it costs
+/// the apiserver a second patch per pod and the pod a requeue (a 500-pod burst from fresh pool ports: 500
+/// patches). A crash meanwhile loses nothing: a pool port no status names goes back to its pool at the
+/// rebuild, a port of the pod's own is found by its ownership tags. A failed read only ends the wait.
+async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let mut polls = 0;
+    while !vif.active {
+        let delay = crate::context::poll_delay(ctx.config.active_poll_min, ctx.config.active_poll_max, polls);
+        if tokio::time::Instant::now() + delay > deadline {
+            break;
+        }
+        tokio::time::sleep(delay).await;
+        polls += 1;
+        match ctx.port_reads.get(polled_port(&vif)).await {
+            Ok(port) => vif.active = port.status == "ACTIVE",
+            Err(e) => {
+                debug!(
+                    error = &e as &dyn std::error::Error,
+                    "ACTIVE read failed; writing the status now"
+                );
+                break;
+            }
+        }
+    }
+    vif
 }
 
 /// Every port ACTIVE and written: record the time to wire (once per pod).
