@@ -95,11 +95,11 @@ pub struct Args {
     /// Ports per bulk create.
     #[arg(long, env = "KURYR_PORTS_POOL_BATCH", default_value_t = 10)]
     pub ports_pool_batch: u32,
-    /// OpenStack client rate limit: sustained calls per second over every call (one token bucket); 0
-    /// turns the limiter off.
+    /// OpenStack client rate limit: sustained calls per second to each service (one token bucket each
+    /// for Keystone, Neutron and Octavia, so one's bursts never delay the others); 0 turns it off.
     #[arg(long, env = "KURYR_OPENSTACK_QPS", default_value_t = 20.0)]
     pub openstack_qps: f64,
-    /// OpenStack client rate limit: calls allowed back to back from a full bucket.
+    /// OpenStack client rate limit: calls allowed back to back from a full bucket (per service).
     #[arg(long, env = "KURYR_OPENSTACK_BURST", default_value_t = 40)]
     pub openstack_burst: u32,
     /// Subnet of the Service IP range: turns on Services → Octavia (VIP = clusterIP on this subnet).

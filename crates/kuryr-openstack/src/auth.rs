@@ -348,7 +348,7 @@ pub const LOGIN_OP: &str = "keystone.tokens.issue";
 /// counted and timed as `keystone.tokens.issue` (201 on success; 401 when Keystone refused the
 /// credentials; 0, "transport", when it could not be reached or answered otherwise).
 async fn gated_login(gate: &Gate, cfg: &CloudConfig, generation: u64) -> Result<Credentials> {
-    let permit = gate.enter().await?;
+    let permit = gate.enter(Service::Identity).await?;
     let start = std::time::Instant::now();
     let result = login(cfg, generation).await;
     drop(permit);

@@ -1,5 +1,5 @@
-//! The `Cloud` handle and the one path every call takes: concurrency cap, rate limiter, token, HTTP,
-//! metrics, retry classification, backoff.
+//! The `Cloud` handle and the one path every call takes: the service's rate limiter, concurrency cap,
+//! token, HTTP, metrics, retry classification, backoff.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +22,8 @@ use crate::neutron::extensions::NeutronFeatures;
 use crate::octavia::versions::OctaviaFeatures;
 use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, TransportKind};
 
-/// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiter, the
-/// concurrency cap and the metrics.
+/// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiters (one
+/// per service), the concurrency cap and the metrics.
 #[derive(Clone)]
 pub struct Cloud {
     inner: Arc<Inner>,
@@ -242,7 +242,7 @@ impl Cloud {
             attempt += 1;
             let (creds, _) = inner.session.current().await?;
             let url = build_url(creds.endpoints.base(req.service), &req.path, &req.query);
-            let permit = inner.gate.enter().await?;
+            let permit = inner.gate.enter(req.service).await?;
             let mut rb = inner
                 .http
                 .request(req.method.clone(), url.clone())

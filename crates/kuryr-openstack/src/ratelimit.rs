@@ -1,4 +1,4 @@
-//! One token bucket for every call to the cloud (QPS + burst), plus the concurrency cap. Waiters reserve
+//! A token bucket (QPS + burst); the client's gate keeps one per service. Waiters reserve
 //! their token up front (the bucket may go negative), so they are served in arrival order and a burst of
 //! callers spreads out at exactly `qps` instead of thundering after each refill.
 

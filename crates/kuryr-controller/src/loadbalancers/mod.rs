@@ -13,11 +13,11 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
-use kuryr_api::loadbalancer::{KuryrLoadBalancerStatus, ServiceType};
+use kuryr_api::loadbalancer::{KuryrLoadBalancerStatus, LbLoadBalancer, ServiceType};
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectReference, Resource, ResourceExt};
 use kuryr_core::lb::{assess, desired_lb, enforce, plan, Assessment, OctaviaCaps, Op, Problem};
 use kuryr_openstack::neutron::ports;
-use kuryr_openstack::octavia::{loadbalancers, status as tree};
+use kuryr_openstack::octavia::{loadbalancers, status as tree, IdRef};
 use kuryr_openstack::{waiter, Owner, WaitOptions};
 use tracing::{info, instrument, warn};
 
@@ -84,9 +84,33 @@ fn service_ref(klb: &KuryrLoadBalancer) -> ObjectReference {
 }
 
 async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
+    let uid = klb.uid().ok_or(Error::MissingField("metadata.uid"))?;
+    // The watch event of our own status write (or a resync) before the next look is due: nothing
+    // changed, and reading Octavia again would only spend the client's rate budget.
+    if let Some(wait) = ctx.not_due(&uid, klb.resource_version().as_deref()) {
+        return Ok(Action::requeue(wait));
+    }
+    ctx.look_now(&uid);
+    let (after, written) = apply_round(api, klb, ctx, &uid).await?;
+    if let Some(rv) = written.or_else(|| klb.resource_version()) {
+        ctx.due_in(&uid, rv, after);
+    }
+    Ok(Action::requeue(after))
+}
+
+/// When the next round is due and the resourceVersion of our status write, if one was made.
+type Round = (Duration, Option<String>);
+
+/// One round of [`apply`].
+async fn apply_round(
+    api: &Api<KuryrLoadBalancer>,
+    klb: &KuryrLoadBalancer,
+    ctx: &LbContext,
+    uid: &str,
+) -> Result<Round> {
+    let uid = uid.to_owned();
     let ns = klb.namespace().unwrap_or_default();
     let name = klb.name_any();
-    let uid = klb.uid().ok_or(Error::MissingField("metadata.uid"))?;
     let generation = klb.metadata.generation;
     let owner = owner(ctx, klb);
     let tags = owner.tags()?;
@@ -111,41 +135,70 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     tell(ctx, klb, &uid, &told).await;
 
     // Which load balancer is ours: the status's, else one found by tags (a create whose status write was
-    // lost, or a status cache that has not caught up).
-    let lb = match st.loadbalancer.as_ref().map(|l| l.id.clone()) {
-        Some(id) => match loadbalancers::get(&ctx.cloud, &id).await {
-            Ok(lb) => Some(lb),
+    // lost, or a status cache that has not caught up). Its status tree is the one read a poll makes (it
+    // 404s when the LB is gone); the LB object comes from the status, the create or the tag list.
+    let found = match st.loadbalancer.clone() {
+        Some(rec) => match tree::get(&ctx.cloud, &rec.id).await {
+            Ok(t) => match from_status(&rec, &t) {
+                Some(lb) => Some((lb, t)),
+                // A status without the VIP or provider (written elsewhere): read the LB once.
+                None => match loadbalancers::get(&ctx.cloud, &rec.id).await {
+                    Ok(lb) => Some((lb, t)),
+                    Err(e) if e.is_not_found() => return Ok((Duration::ZERO, None)),
+                    Err(e) => return Err(e.into()),
+                },
+            },
             Err(e) if e.is_not_found() => {
+                ctx.forget_observed(&rec.id);
                 repaired(
                     ctx,
                     klb,
                     "lost",
-                    format!("load balancer {id} is gone; building it again"),
+                    format!("load balancer {} is gone; building it again", rec.id),
                 )
                 .await;
                 None
             }
             Err(e) => return Err(e.into()),
         },
-        None => adopt(ctx, &owner).await?,
+        None => {
+            // Let a new Service's endpoints burst settle before the tag list, so it is made once.
+            if let Some(wait) = ctx.coalesce(&uid, generation.unwrap_or_default()) {
+                return Ok((wait, None));
+            }
+            match adopt(ctx, &uid, &owner).await? {
+                Some(lb) => match tree::get(&ctx.cloud, &lb.id).await {
+                    Ok(t) => Some((lb, t)),
+                    // Gone since the list: build one.
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                },
+                None => None,
+            }
+        }
     };
-    let Some(lb) = lb else {
+    let Some((mut lb, tree)) = found else {
         // Nothing in Octavia yet: one fully-populated create, once the endpoints burst has settled.
         if let Some(wait) = ctx.coalesce(&uid, generation.unwrap_or_default()) {
-            return Ok(Action::requeue(wait));
+            return Ok((wait, None));
         }
         st.loadbalancer = None;
         st.listeners.clear();
         st.pools.clear();
         st.members.clear();
         let op = Op::CreateLoadBalancer(desired);
-        let Done::Created(lb) =
+        let Done::Created(created) =
             octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &tags).await?
         else {
             return Err(Error::Unsupported(
                 "create answered without a load balancer".into(),
             ));
         };
+        let (lb, graph) = *created;
+        // What the create made is known from its answer: the poll that finds it ACTIVE reads nothing else.
+        if let Some(obs) = octavia::observed_from_graph(&lb, &graph) {
+            ctx.remember_observed(obs);
+        }
         ctx.metrics
             .lb_ops
             .get_or_create(&[("op", op.kind().to_owned())])
@@ -160,19 +213,15 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
             "Creating",
             format!("load balancer {} created", lb.id),
         );
-        status::write(api, klb, &st).await?;
-        return Ok(Action::requeue(ctx.config.poll_min));
+        let written = status::write(api, klb, &st).await?;
+        return Ok((ctx.config.poll_min, written));
     };
 
-    let states = match tree::get(&ctx.cloud, &lb.id).await {
-        Ok(t) => t
-            .provisioning_states()
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>(),
-        Err(e) if e.is_not_found() => return Ok(Action::requeue(Duration::ZERO)),
-        Err(e) => return Err(e.into()),
-    };
+    let states: Vec<String> = tree
+        .provisioning_states()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let pending = states.iter().any(|s| s.starts_with("PENDING_"));
     let (pending_for, next_poll) = if pending {
         ctx.pending(&uid)
@@ -183,8 +232,8 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
         Assessment::Repair { reason } => {
             replace(ctx, klb, &lb, &reason, &mut st).await?;
             status::ready(&mut st, generation, false, "Repairing", reason);
-            status::write(api, klb, &st).await?;
-            return Ok(Action::requeue(Duration::ZERO));
+            let written = status::write(api, klb, &st).await?;
+            return Ok((Duration::ZERO, written));
         }
         Assessment::Wait { status: s } => {
             status::record(&mut st, &lb, None, ctx.config.member_subnet_id.as_deref());
@@ -195,13 +244,30 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
                 "Provisioning",
                 format!("load balancer tree {s}"),
             );
-            status::write(api, klb, &st).await?;
-            return Ok(Action::requeue(next_poll));
+            let written = status::write(api, klb, &st).await?;
+            return Ok((next_poll, written));
         }
         Assessment::Active => ctx.settled(&uid),
     }
 
-    let observed = octavia::observe(&ctx.cloud, &lb).await?;
+    // The listeners, pools and health monitors as last read (or created) while the tree shows the same
+    // ones, with its members; read in full when it does not, and once per drift interval.
+    let cached = ctx
+        .observed(&lb.id, ctx.config.drift_interval)
+        .and_then(|c| octavia::from_tree(&c, &lb, &tree));
+    let observed = match cached {
+        Some(o) => o,
+        None => {
+            lb = match loadbalancers::get(&ctx.cloud, &lb.id).await {
+                Ok(fresh) => fresh,
+                Err(e) if e.is_not_found() => return Ok((Duration::ZERO, None)),
+                Err(e) => return Err(e.into()),
+            };
+            let o = octavia::observe(&ctx.cloud, &lb, &tree).await?;
+            ctx.remember_observed(o.clone());
+            o
+        }
+    };
     status::record(
         &mut st,
         &lb,
@@ -211,12 +277,17 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     let ops = plan(&desired, Some(&observed));
     if let Some(op) = ops.first() {
         if let Some(wait) = ctx.coalesce(&uid, generation.unwrap_or_default()) {
-            status::write(api, klb, &st).await?;
-            return Ok(Action::requeue(wait));
+            let written = status::write(api, klb, &st).await?;
+            return Ok((wait, written));
         }
         if let Op::Recreate { reason } = op {
             replace(ctx, klb, &lb, reason, &mut st).await?;
         } else {
+            // A member replace leaves listeners, pools and monitors as they were (members come from the
+            // tree); any other write changes what was read.
+            if !matches!(op, Op::ReplaceMembers { .. }) {
+                ctx.forget_observed(&lb.id);
+            }
             octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &tags).await?;
             ctx.metrics
                 .lb_ops
@@ -232,8 +303,8 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
             "Updating",
             format!("{} ({} to go)", op.kind(), ops.len()),
         );
-        status::write(api, klb, &st).await?;
-        return Ok(Action::requeue(ctx.config.poll_min));
+        let written = status::write(api, klb, &st).await?;
+        return Ok((ctx.config.poll_min, written));
     }
 
     // The tree matches the spec: the floating IP, then Ready.
@@ -260,7 +331,10 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     if had != now || now.is_some() {
         fip::publish(ctx, &ns, &name, now.as_deref()).await?;
     }
-    sweep(ctx, &owner, &lb.id).await;
+    // Strays (an abandoned stuck LB) are looked for when there is reason to, not every round.
+    if ctx.sweep_due(&uid, ctx.config.drift_interval * SWEEP_EVERY_DRIFT_CHECKS) {
+        sweep(ctx, &uid, &owner, &lb.id).await;
+    }
     status::ready(
         &mut st,
         generation,
@@ -268,14 +342,54 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
         "Active",
         format!("load balancer {} ACTIVE", lb.id),
     );
-    status::write(api, klb, &st).await?;
-    Ok(Action::requeue(ctx.config.drift_interval))
+    let written = status::write(api, klb, &st).await?;
+    Ok((ctx.config.drift_interval, written))
+}
+
+/// Without a known reason, a Service's tagged load balancers are listed for strays every this many drift
+/// checks (an hour at the default 5 minutes): strays come from abandons this process records, or from
+/// a previous process (listed once per Service after a start).
+const SWEEP_EVERY_DRIFT_CHECKS: u32 = 12;
+
+/// The load balancer the status records, as far as the status and a fresh tree tell it (`None` when the
+/// status lacks what the controller needs of it: VIP address and port, provider).
+fn from_status(rec: &LbLoadBalancer, tree: &tree::StatusTree) -> Option<loadbalancers::LoadBalancer> {
+    let provider = rec.provider.clone().filter(|p| !p.is_empty())?;
+    if rec.ip.is_empty() || rec.port_id.is_empty() {
+        return None;
+    }
+    let root = &tree.loadbalancer;
+    let ids = |v: Vec<&str>| v.into_iter().map(|id| IdRef { id: id.to_owned() }).collect();
+    Some(loadbalancers::LoadBalancer {
+        id: rec.id.clone(),
+        name: rec.name.clone(),
+        project_id: rec.project_id.clone(),
+        provider,
+        vip_address: rec.ip.clone(),
+        vip_port_id: rec.port_id.clone(),
+        vip_subnet_id: rec.subnet_id.clone(),
+        provisioning_status: root.node.provisioning_status.clone(),
+        operating_status: root.node.operating_status.clone(),
+        listeners: ids(root.listeners.iter().map(|l| l.node.id.as_str()).collect()),
+        pools: ids(root
+            .listeners
+            .iter()
+            .flat_map(|l| l.pools.iter().map(|p| p.node.id.as_str()))
+            .collect()),
+        ..loadbalancers::LoadBalancer::default()
+    })
 }
 
 /// A load balancer tagged for this Service that is not one we gave up on.
-async fn adopt(ctx: &LbContext, owner: &Owner) -> Result<Option<loadbalancers::LoadBalancer>> {
+async fn adopt(ctx: &LbContext, uid: &str, owner: &Owner) -> Result<Option<loadbalancers::LoadBalancer>> {
     let mut found = octavia::find_tagged(&ctx.cloud, owner).await?;
+    let all = found.len();
     found.retain(|lb| !ctx.is_abandoned(&lb.id) && lb.provisioning_status != "PENDING_DELETE");
+    // The list just made tells whether there are strays: no second list for them until there is reason.
+    ctx.listed(uid);
+    if all > 1 || all > found.len() {
+        ctx.want_sweep(uid);
+    }
     if let Some(lb) = found.first() {
         info!(lb_id = lb.id, "load balancer found by its tags");
     }
@@ -283,27 +397,35 @@ async fn adopt(ctx: &LbContext, owner: &Owner) -> Result<Option<loadbalancers::L
 }
 
 /// Deletes load balancers tagged for this Service other than `keep` (abandoned stuck ones, once Octavia
-/// lets them go). Failures are only logged: the next round tries again.
-async fn sweep(ctx: &LbContext, owner: &Owner, keep: &str) {
+/// lets them go). Failures are only logged: the next round tries again (the sweep stays wanted while a
+/// stray is left).
+async fn sweep(ctx: &LbContext, uid: &str, owner: &Owner, keep: &str) {
     let Ok(found) = octavia::find_tagged(&ctx.cloud, owner).await else {
         return;
     };
+    let mut clean = true;
     for lb in found.iter().filter(|lb| lb.id != keep) {
         if lb.provisioning_status.starts_with("PENDING_") {
+            clean = false;
             continue;
         }
         match loadbalancers::delete(&ctx.cloud, &lb.id, true).await {
             Ok(()) => {
                 info!(lb_id = lb.id, "stray load balancer of this Service deleted");
                 ctx.forget_abandoned(&lb.id);
+                ctx.forget_observed(&lb.id);
             }
-            Err(e) => warn!(
-                lb_id = lb.id,
-                error = &e as &dyn std::error::Error,
-                "cannot delete stray LB"
-            ),
+            Err(e) => {
+                clean = false;
+                warn!(
+                    lb_id = lb.id,
+                    error = &e as &dyn std::error::Error,
+                    "cannot delete stray LB"
+                )
+            }
         }
     }
+    ctx.swept(uid, clean);
 }
 
 /// Replaces `lb`: cascade delete (wait for it) when Octavia allows; when it is stuck PENDING_*, which
@@ -330,12 +452,13 @@ async fn replace(
         format!("replacing load balancer {}: {reason}", lb.id),
     )
     .await;
-    let stuck = loadbalancers::get(&ctx.cloud, &lb.id)
-        .await
-        .map(|l| l.provisioning_status.starts_with("PENDING_"))
-        .unwrap_or(false);
+    // `lb`'s state is this round's (the status tree's root, or a fresh GET).
+    let stuck = lb.provisioning_status.starts_with("PENDING_");
+    let uid = klb.uid().unwrap_or_default();
+    ctx.forget_observed(&lb.id);
     if stuck {
         ctx.abandon(&lb.id);
+        ctx.want_sweep(&uid);
         if !lb.vip_port_id.is_empty() {
             match ports::delete(&ctx.cloud, &lb.vip_port_id).await {
                 Err(e) if !e.is_not_found() => return Err(e.into()),
@@ -350,7 +473,7 @@ async fn replace(
         };
         waiter::wait_lb_deleted(&ctx.cloud, &lb.id, &opts).await?;
     }
-    ctx.settled(&klb.uid().unwrap_or_default());
+    ctx.settled(&uid);
     st.loadbalancer = None;
     st.listeners.clear();
     st.pools.clear();
@@ -422,6 +545,7 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     for id in &ids {
         waiter::wait_lb_deleted(&ctx.cloud, id, &opts).await?;
         ctx.forget_abandoned(id);
+        ctx.forget_observed(id);
     }
     info!(deleted = ids.len(), "load balancers released");
     ctx.forget(&klb.uid().unwrap_or_default());

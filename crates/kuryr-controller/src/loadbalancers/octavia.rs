@@ -1,6 +1,7 @@
 //! Octavia reads and writes of the KuryrLoadBalancer controller: [`observe`] turns a load balancer into the
-//! core's [`ObservedLb`]; [`execute`] carries out one planned [`Op`]; everything created is tagged with the
-//! Service's ownership tags.
+//! core's [`ObservedLb`] (and [`observed_from_graph`] a create's answer, [`from_tree`] an earlier one plus
+//! a fresh status tree, without further reads); [`execute`] carries out one planned [`Op`]; everything
+//! created is tagged with the Service's ownership tags.
 
 use std::collections::BTreeMap;
 
@@ -9,11 +10,12 @@ use kuryr_core::lb::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Op,
 };
-use kuryr_openstack::octavia::healthmonitors::{self, CreateHealthMonitor};
-use kuryr_openstack::octavia::listeners::{self, CreateListener, UpdateListener};
-use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer, LoadBalancer};
+use kuryr_openstack::octavia::healthmonitors::{self, CreateHealthMonitor, HealthMonitor};
+use kuryr_openstack::octavia::listeners::{self, CreateListener, Listener, UpdateListener};
+use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer, Graph, LoadBalancer};
 use kuryr_openstack::octavia::members::{self, CreateMember};
 use kuryr_openstack::octavia::pools::{self, CreatePool, SessionPersistence, UpdatePool};
+use kuryr_openstack::octavia::status::{PoolStatus, StatusTree};
 use kuryr_openstack::{Cloud, Owner, Request, Service as OsService};
 use serde_json::json;
 
@@ -29,16 +31,37 @@ pub async fn find_tagged(cloud: &Cloud, owner: &Owner) -> Result<Vec<LoadBalance
     Ok(loadbalancers::list(cloud, vec![("tags".to_owned(), tags)]).await?)
 }
 
-/// Reads the load balancer, its listeners, pools, members and health monitors.
-pub async fn observe(cloud: &Cloud, lb: &LoadBalancer) -> Result<ObservedLb> {
+/// A pool as [`assemble`] needs it, from a read or from a create's answer.
+struct PoolParts {
+    id: String,
+    name: String,
+    lb_algorithm: String,
+    session_persistence: Option<String>,
+    listener_ids: Vec<String>,
+    members: BTreeMap<MemberKey, String>,
+    health_monitor: Option<ObservedHm>,
+}
+
+fn observed_hm(h: HealthMonitor) -> ObservedHm {
+    ObservedHm {
+        id: h.id,
+        spec: DesiredHm {
+            kind: h.kind,
+            delay: h.delay,
+            timeout: h.timeout,
+            max_retries: h.max_retries,
+            max_retries_down: h.max_retries_down,
+            url_path: h.url_path,
+            expected_codes: h.expected_codes,
+        },
+    }
+}
+
+/// Listeners keyed by protocol and port, each with its pool; pools no listener of ours has are orphans.
+fn assemble(lb: &LoadBalancer, found: Vec<Listener>, pools: Vec<PoolParts>) -> ObservedLb {
     let mut listeners = BTreeMap::new();
     let mut by_listener: BTreeMap<String, ListenerKey> = BTreeMap::new();
-    for r in &lb.listeners {
-        let l = match listeners::get(cloud, &r.id).await {
-            Ok(l) => l,
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e.into()),
-        };
+    for l in found {
         let Some(proto) = protocol(&l.protocol) else {
             continue;
         };
@@ -57,66 +80,160 @@ pub async fn observe(cloud: &Cloud, lb: &LoadBalancer) -> Result<ObservedLb> {
         );
     }
     let mut orphan_pools = Vec::new();
-    for r in &lb.pools {
-        let p = match pools::get(cloud, &r.id).await {
-            Ok(p) => p,
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let key = p.listeners.iter().find_map(|l| by_listener.get(&l.id)).copied();
-        let Some(key) = key else {
+    for p in pools {
+        let key = p.listener_ids.iter().find_map(|l| by_listener.get(l)).copied();
+        let Some(l) = key.and_then(|k| listeners.get_mut(&k)) else {
             orphan_pools.push(p.id);
             continue;
         };
-        let members = members::list(cloud, &p.id)
-            .await?
-            .into_iter()
-            // A removed member lingers PENDING_DELETE on ovn: it is not part of the pool any more.
-            .filter(|m| m.provisioning_status != "PENDING_DELETE")
-            .map(|m| ((m.address, m.protocol_port), m.id))
-            .collect();
-        let health_monitor = match &p.healthmonitor_id {
-            Some(id) if !id.is_empty() => match healthmonitors::get(cloud, id).await {
-                Ok(h) => Some(ObservedHm {
-                    id: h.id,
-                    spec: DesiredHm {
-                        kind: h.kind,
-                        delay: h.delay,
-                        timeout: h.timeout,
-                        max_retries: h.max_retries,
-                        max_retries_down: h.max_retries_down,
-                        url_path: h.url_path,
-                        expected_codes: h.expected_codes,
-                    },
-                }),
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(e.into()),
-            },
-            _ => None,
-        };
-        if let Some(l) = listeners.get_mut(&key) {
-            if l.pool.is_some() {
-                orphan_pools.push(p.id);
-                continue;
-            }
-            l.pool = Some(ObservedPool {
-                id: p.id,
-                name: p.name,
-                lb_algorithm: p.lb_algorithm,
-                session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
-                members,
-                health_monitor,
-            });
+        if l.pool.is_some() {
+            orphan_pools.push(p.id);
+            continue;
         }
+        l.pool = Some(ObservedPool {
+            id: p.id,
+            name: p.name,
+            lb_algorithm: p.lb_algorithm,
+            session_persistence: p.session_persistence,
+            members: p.members,
+            health_monitor: p.health_monitor,
+        });
     }
-    Ok(ObservedLb {
+    ObservedLb {
         id: lb.id.clone(),
         provider: lb.provider.clone(),
         vip_address: lb.vip_address.clone(),
         vip_port_id: lb.vip_port_id.clone(),
         listeners,
         orphan_pools,
-    })
+    }
+}
+
+/// A pool's members as the status tree lists them; `None` when the tree leaves out which backend a
+/// member is (then they must be listed).
+fn tree_members(p: &PoolStatus) -> Option<BTreeMap<MemberKey, String>> {
+    p.members
+        .iter()
+        // A removed member lingers PENDING_DELETE on ovn: it is not part of the pool any more.
+        .filter(|m| m.node.provisioning_status != "PENDING_DELETE")
+        .map(|m| {
+            (!m.address.is_empty() && m.protocol_port != 0)
+                .then(|| ((m.address.clone(), m.protocol_port), m.node.id.clone()))
+        })
+        .collect()
+}
+
+/// Reads `lb`'s listeners, pools and health monitors (`lb` from a fresh GET: its pool list also names
+/// pools no listener has); members come from `tree` (read this round) where it names them.
+pub async fn observe(cloud: &Cloud, lb: &LoadBalancer, tree: &StatusTree) -> Result<ObservedLb> {
+    let in_tree: BTreeMap<&str, &PoolStatus> = tree
+        .loadbalancer
+        .listeners
+        .iter()
+        .flat_map(|l| l.pools.iter())
+        .map(|p| (p.node.id.as_str(), p))
+        .collect();
+    let mut found = Vec::new();
+    for r in &lb.listeners {
+        match listeners::get(cloud, &r.id).await {
+            Ok(l) => found.push(l),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut parts = Vec::new();
+    for r in &lb.pools {
+        let p = match pools::get(cloud, &r.id).await {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let members = match in_tree.get(p.id.as_str()).and_then(|t| tree_members(t)) {
+            Some(m) => m,
+            None => members::list(cloud, &p.id)
+                .await?
+                .into_iter()
+                .filter(|m| m.provisioning_status != "PENDING_DELETE")
+                .map(|m| ((m.address, m.protocol_port), m.id))
+                .collect(),
+        };
+        let health_monitor = match &p.healthmonitor_id {
+            Some(id) if !id.is_empty() => match healthmonitors::get(cloud, id).await {
+                Ok(h) => Some(observed_hm(h)),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            },
+            _ => None,
+        };
+        parts.push(PoolParts {
+            id: p.id,
+            name: p.name,
+            lb_algorithm: p.lb_algorithm,
+            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
+            listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
+            members,
+            health_monitor,
+        });
+    }
+    Ok(assemble(lb, found, parts))
+}
+
+/// The tree a fully-populated create made, from its answer: `None` when the answer names ids only.
+pub fn observed_from_graph(lb: &LoadBalancer, graph: &Graph) -> Option<ObservedLb> {
+    if !graph.is_complete() {
+        return None;
+    }
+    let parts = graph
+        .pools
+        .iter()
+        .map(|p| PoolParts {
+            id: p.id.clone(),
+            name: p.name.clone(),
+            lb_algorithm: p.lb_algorithm.clone(),
+            session_persistence: p
+                .session_persistence
+                .as_ref()
+                .map(|s| s.kind.clone())
+                .filter(|k| !k.is_empty()),
+            listener_ids: p.listeners.iter().map(|l| l.id.clone()).collect(),
+            members: p
+                .members
+                .iter()
+                .map(|m| ((m.address.clone(), m.protocol_port), m.id.clone()))
+                .collect(),
+            health_monitor: p.healthmonitor.clone().map(observed_hm),
+        })
+        .collect();
+    Some(assemble(lb, graph.listeners.clone(), parts))
+}
+
+/// `cached` (read earlier) brought up to date from `tree`: members as the tree lists them. `None` when the
+/// tree shows other listeners, pools or health monitors than `cached` has (something was added or
+/// deleted: read it all again), or does not name its members' backends.
+pub fn from_tree(cached: &ObservedLb, lb: &LoadBalancer, tree: &StatusTree) -> Option<ObservedLb> {
+    let t = &tree.loadbalancer;
+    if t.node.id != cached.id || t.listeners.len() != cached.listeners.len() {
+        return None;
+    }
+    let mut out = cached.clone();
+    out.provider = lb.provider.clone();
+    out.vip_address = lb.vip_address.clone();
+    out.vip_port_id = lb.vip_port_id.clone();
+    for l in out.listeners.values_mut() {
+        let tl = t.listeners.iter().find(|x| x.node.id == l.id)?;
+        match (&mut l.pool, tl.pools.as_slice()) {
+            (None, []) => {}
+            (Some(p), [tp]) if tp.node.id == p.id => {
+                let hm = tp.health_monitor.as_ref().map(|h| h.id.as_str());
+                if p.health_monitor.as_ref().map(|h| h.id.as_str()) != hm {
+                    return None;
+                }
+                p.members = tree_members(tp)?;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 fn members_of(
@@ -211,8 +328,8 @@ pub fn create_request(d: &DesiredLb, project_id: Option<&str>, tags: &[String]) 
 pub enum Done {
     /// A write was made: the LB is pending now.
     Wrote,
-    /// A new load balancer.
-    Created(Box<LoadBalancer>),
+    /// A new load balancer, and the graph its create answered with.
+    Created(Box<(LoadBalancer, Graph)>),
 }
 
 /// Carries out one op (except [`Op::Recreate`], which the caller handles).
@@ -225,8 +342,8 @@ pub async fn execute(
 ) -> Result<Done> {
     match op {
         Op::CreateLoadBalancer(d) => {
-            let lb = loadbalancers::create(cloud, &create_request(d, project_id, tags)).await?;
-            return Ok(Done::Created(Box::new(lb)));
+            let created = loadbalancers::create_graph(cloud, &create_request(d, project_id, tags)).await?;
+            return Ok(Done::Created(Box::new(created)));
         }
         Op::Recreate { .. } => {}
         Op::DeletePool { id } => pools::delete(cloud, id).await?,
@@ -300,4 +417,103 @@ pub async fn execute(
         }
     }
     Ok(Done::Wrote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lb() -> LoadBalancer {
+        LoadBalancer {
+            id: "lb".into(),
+            provider: "ovn".into(),
+            vip_address: "10.0.0.10".into(),
+            vip_port_id: "vip".into(),
+            ..LoadBalancer::default()
+        }
+    }
+
+    /// What a fully-populated create answers (as Octavia's `LoadBalancerFullResponse`).
+    fn graph() -> Graph {
+        serde_json::from_value(json!({
+            "listeners": [{"id": "l1", "name": "ns/svc:TCP:80", "protocol": "TCP", "protocol_port": 80,
+                           "default_pool_id": "p1", "timeout_client_data": 50000}],
+            "pools": [{"id": "p1", "name": "ns/svc:TCP:80", "protocol": "TCP", "lb_algorithm": "SOURCE_IP_PORT",
+                       "listeners": [{"id": "l1"}], "healthmonitor_id": null, "session_persistence": null,
+                       "members": [{"id": "m1", "address": "10.1.0.5", "protocol_port": 8080},
+                                   {"id": "m2", "address": "10.1.0.6", "protocol_port": 8080}],
+                       "healthmonitor": null}]
+        }))
+        .expect("graph")
+    }
+
+    fn tree(members: serde_json::Value) -> StatusTree {
+        serde_json::from_value(json!({"loadbalancer": {
+            "id": "lb", "provisioning_status": "ACTIVE",
+            "listeners": [{"id": "l1", "provisioning_status": "ACTIVE",
+                "pools": [{"id": "p1", "provisioning_status": "ACTIVE", "members": members}]}]}}))
+        .expect("tree")
+    }
+
+    #[test]
+    fn a_create_answer_is_a_whole_observation() {
+        let o = observed_from_graph(&lb(), &graph()).expect("complete graph");
+        let key = ListenerKey::new(LbProtocol::Tcp, 80);
+        let l = &o.listeners[&key];
+        assert_eq!((l.id.as_str(), l.timeout_client_data), ("l1", Some(50000)));
+        let p = l.pool.as_ref().expect("pool");
+        assert_eq!(p.lb_algorithm, "SOURCE_IP_PORT");
+        assert_eq!(p.members.len(), 2);
+        assert_eq!(p.members[&("10.1.0.5".to_owned(), 8080)], "m1");
+        assert!(o.orphan_pools.is_empty());
+        // An answer with ids only is not one.
+        let ids_only: Graph =
+            serde_json::from_value(json!({"listeners": [{"id": "l1"}], "pools": [{"id": "p1"}]}))
+                .expect("ids");
+        assert!(observed_from_graph(&lb(), &ids_only).is_none());
+    }
+
+    #[test]
+    fn the_tree_updates_members_of_an_earlier_observation() {
+        let before = observed_from_graph(&lb(), &graph()).expect("complete graph");
+        let t = tree(json!([
+            {"id": "m2", "provisioning_status": "ACTIVE", "address": "10.1.0.6", "protocol_port": 8080},
+            {"id": "m3", "provisioning_status": "ACTIVE", "address": "10.1.0.7", "protocol_port": 8080},
+            {"id": "m1", "provisioning_status": "PENDING_DELETE", "address": "10.1.0.5", "protocol_port": 8080}
+        ]));
+        let now = from_tree(&before, &lb(), &t).expect("same shape");
+        let key = ListenerKey::new(LbProtocol::Tcp, 80);
+        let members = &now.listeners[&key].pool.as_ref().expect("pool").members;
+        let ids: Vec<&str> = members.values().map(String::as_str).collect();
+        assert_eq!(ids, vec!["m2", "m3"]);
+        assert_eq!(now.listeners[&key].timeout_client_data, Some(50000));
+    }
+
+    #[test]
+    fn a_changed_shape_or_anonymous_members_need_a_full_read() {
+        let before = observed_from_graph(&lb(), &graph()).expect("complete graph");
+        // Members without their backends.
+        assert!(from_tree(
+            &before,
+            &lb(),
+            &tree(json!([{"id": "m1", "provisioning_status": "ACTIVE"}]))
+        )
+        .is_none());
+        // The pool went (deleted behind our back).
+        let no_pool: StatusTree = serde_json::from_value(json!({"loadbalancer": {"id": "lb",
+            "listeners": [{"id": "l1", "provisioning_status": "ACTIVE", "pools": []}]}}))
+        .expect("tree");
+        assert!(from_tree(&before, &lb(), &no_pool).is_none());
+        // Another listener.
+        let other: StatusTree = serde_json::from_value(json!({"loadbalancer": {"id": "lb",
+            "listeners": [{"id": "l9", "provisioning_status": "ACTIVE", "pools": []}]}}))
+        .expect("tree");
+        assert!(from_tree(&before, &lb(), &other).is_none());
+        // A health monitor appeared.
+        let hm: StatusTree = serde_json::from_value(json!({"loadbalancer": {"id": "lb",
+            "listeners": [{"id": "l1", "pools": [{"id": "p1", "members": [], "health_monitor": {"id": "h"}}]}]}}))
+        .expect("tree");
+        assert!(from_tree(&before, &lb(), &hm).is_none());
+    }
 }

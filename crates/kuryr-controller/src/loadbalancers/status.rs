@@ -121,14 +121,14 @@ pub fn supported(st: &mut KuryrLoadBalancerStatus, generation: Option<i64>, prob
     set_condition(&mut st.conditions, c.with_observed_generation(generation));
 }
 
-/// Writes the status subresource if it changed.
+/// Writes the status subresource if it changed; the object's new resourceVersion when it did.
 pub async fn write(
     api: &Api<KuryrLoadBalancer>,
     klb: &KuryrLoadBalancer,
     st: &KuryrLoadBalancerStatus,
-) -> Result<()> {
+) -> Result<Option<String>> {
     if klb.status.as_ref() == Some(st) {
-        return Ok(());
+        return Ok(None);
     }
     // Absent optional parts must be sent as null, or the merge patch keeps the old ones.
     let mut v = serde_json::to_value(st)?;
@@ -143,8 +143,8 @@ pub async fn write(
         &Patch::Merge(json!({ "status": v })),
     )
     .await
-    .map_err(Error::kube("patch_kuryrloadbalancer_status"))?;
-    Ok(())
+    .map(|k| k.resource_version())
+    .map_err(Error::kube("patch_kuryrloadbalancer_status"))
 }
 
 /// `Allowed`: True, or False with the first refusal's reason and every refusal's message.

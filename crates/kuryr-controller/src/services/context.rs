@@ -1,6 +1,7 @@
 //! What the Service front end and the KuryrLoadBalancer controller share: clients, settings, the caches
 //! fed by watches, and in-memory bookkeeping (since when an LB is pending, endpoint bursts being
-//! coalesced, problems already reported, retry counts).
+//! coalesced, problems already reported, retry counts, the Octavia trees last read, when each object is
+//! next due and when its stray load balancers were last looked for).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -10,6 +11,7 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::{Endpoints, KuryrLoadBalancer, ObjectReference};
+use kuryr_core::lb::ObservedLb;
 use kuryr_openstack::Cloud;
 
 use super::ServicesConfig;
@@ -44,6 +46,15 @@ struct State {
     /// Load balancers given up on while stuck PENDING_* (their VIP port freed); deleted once Octavia lets go.
     abandoned: HashSet<String>,
     failures: HashMap<String, u32>,
+    /// Per LB id: its listeners, pools and health monitors as last read in full (or as the create answered),
+    /// and when. Reused while the status tree shows the same objects, so a poll is one read.
+    observed: HashMap<String, (Instant, ObservedLb)>,
+    /// Per KLB uid: the resourceVersion it had when a round finished, and when the next look is due.
+    looks: HashMap<String, (String, Instant)>,
+    /// Per KLB uid: when its tagged load balancers were last listed.
+    listed: HashMap<String, Instant>,
+    /// KLB uids with (possibly) stray load balancers to delete.
+    sweep_wanted: HashSet<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -176,6 +187,83 @@ impl LbContext {
         lock(&self.state).abandoned.remove(lb_id);
     }
 
+    // === the Octavia tree last read ===
+
+    /// The tree of `lb_id` read (or created) less than `max_age` ago.
+    pub fn observed(&self, lb_id: &str, max_age: Duration) -> Option<ObservedLb> {
+        let st = lock(&self.state);
+        st.observed
+            .get(lb_id)
+            .filter(|(at, _)| at.elapsed() < max_age)
+            .map(|(_, o)| o.clone())
+    }
+
+    pub fn remember_observed(&self, obs: ObservedLb) {
+        lock(&self.state)
+            .observed
+            .insert(obs.id.clone(), (Instant::now(), obs));
+    }
+
+    pub fn forget_observed(&self, lb_id: &str) {
+        lock(&self.state).observed.remove(lb_id);
+    }
+
+    // === next look ===
+
+    /// How long until the next look at `uid` is due, when the object is still exactly as the last round
+    /// left it (`resource_version`): the watch event of our own status write, or a resync, needs no
+    /// Octavia reads. `None`: look now.
+    pub fn not_due(&self, uid: &str, resource_version: Option<&str>) -> Option<Duration> {
+        let st = lock(&self.state);
+        let (rv, at) = st.looks.get(uid)?;
+        if Some(rv.as_str()) != resource_version {
+            return None;
+        }
+        Some(at.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+    }
+
+    /// The round left `uid` at `resource_version`; the next look is due `after` from now.
+    pub fn due_in(&self, uid: &str, resource_version: String, after: Duration) {
+        lock(&self.state)
+            .looks
+            .insert(uid.to_owned(), (resource_version, Instant::now() + after));
+    }
+
+    pub fn look_now(&self, uid: &str) {
+        lock(&self.state).looks.remove(uid);
+    }
+
+    // === stray load balancers ===
+
+    /// The tagged load balancers of `uid` were just listed.
+    pub fn listed(&self, uid: &str) {
+        lock(&self.state).listed.insert(uid.to_owned(), Instant::now());
+    }
+
+    /// There are (or may be) stray load balancers of `uid` to delete.
+    pub fn want_sweep(&self, uid: &str) {
+        lock(&self.state).sweep_wanted.insert(uid.to_owned());
+    }
+
+    /// Whether to list `uid`'s tagged load balancers for strays: one is known or may be (an abandoned LB,
+    /// a list that showed others), this process has not listed them yet (strays of a previous one), or
+    /// the last list is older than `every`.
+    pub fn sweep_due(&self, uid: &str, every: Duration) -> bool {
+        let st = lock(&self.state);
+        st.sweep_wanted.contains(uid) || st.listed.get(uid).is_none_or(|at| at.elapsed() >= every)
+    }
+
+    /// A sweep listed `uid`'s load balancers; `clean`: none is left to delete.
+    pub fn swept(&self, uid: &str, clean: bool) {
+        let mut st = lock(&self.state);
+        st.listed.insert(uid.to_owned(), Instant::now());
+        if clean {
+            st.sweep_wanted.remove(uid);
+        } else {
+            st.sweep_wanted.insert(uid.to_owned());
+        }
+    }
+
     // === failures ===
 
     pub fn failed(&self, uid: &str, permanent: bool) -> Duration {
@@ -198,6 +286,9 @@ impl LbContext {
         st.told
             .retain(|k, _| k != uid && !k.starts_with(&format!("{uid}/")));
         st.failures.remove(uid);
+        st.looks.remove(uid);
+        st.listed.remove(uid);
+        st.sweep_wanted.remove(uid);
     }
 
     /// Publishes an Event; a failure to do so is only logged.

@@ -3,9 +3,14 @@
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::listeners::CreateListener;
-use super::pools::CreatePool;
+use serde_json::Value;
+
+use super::healthmonitors::HealthMonitor;
+use super::listeners::{CreateListener, Listener};
+use super::members::Member;
+use super::pools::{CreatePool, SessionPersistence};
 use super::IdRef;
+use crate::client::decode;
 use crate::errors::{Result, Service};
 use crate::Cloud;
 
@@ -73,17 +78,63 @@ pub struct UpdateLoadBalancer {
     pub tags: Option<Vec<String>>,
 }
 
+/// What a fully-populated create answers besides the load balancer itself: the graph it made (Octavia's
+/// `LoadBalancerFullResponse`: listeners, pools with their members and health monitor), so the caller
+/// knows every id and attribute without reading them back. A server that answers with ids only leaves
+/// the attributes empty: see [`Graph::is_complete`].
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Graph {
+    pub listeners: Vec<Listener>,
+    pub pools: Vec<GraphPool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GraphPool {
+    pub id: String,
+    pub name: String,
+    pub protocol: String,
+    pub lb_algorithm: String,
+    pub listeners: Vec<IdRef>,
+    pub healthmonitor_id: Option<String>,
+    pub session_persistence: Option<SessionPersistence>,
+    pub members: Vec<Member>,
+    pub healthmonitor: Option<HealthMonitor>,
+}
+
+impl Graph {
+    /// Whether every object came with its attributes (not just its id).
+    pub fn is_complete(&self) -> bool {
+        self.listeners.iter().all(|l| !l.protocol.is_empty())
+            && self.pools.iter().all(|p| {
+                !p.lb_algorithm.is_empty()
+                    && p.members.iter().all(|m| !m.address.is_empty())
+                    && match (&p.healthmonitor_id, &p.healthmonitor) {
+                        (Some(id), Some(h)) => h.id == *id && !h.kind.is_empty(),
+                        (Some(id), None) => id.is_empty(),
+                        (None, _) => true,
+                    }
+            })
+    }
+}
+
 /// `POST /lbaas/loadbalancers` with the whole graph. Version gates (UDP, SCTP, tags, allowed_cidrs, one
 /// port with two protocols, provider) are checked first, so an unsupported body never reaches a provider
 /// that would leak its VIP port on the 400. The LB comes back PENDING_CREATE: wait with
 /// [`crate::waiter::wait_lb_active`].
 pub async fn create(cloud: &Cloud, req: &CreateLoadBalancer) -> Result<LoadBalancer> {
+    Ok(create_graph(cloud, req).await?.0)
+}
+
+/// [`create`], also returning the graph the answer describes.
+pub async fn create_graph(cloud: &Cloud, req: &CreateLoadBalancer) -> Result<(LoadBalancer, Graph)> {
     let op = "octavia.loadbalancers.create";
     for t in req.tags.iter() {
         crate::tags::validate(t)?;
     }
     cloud.octavia_features().await?.check_loadbalancer(op, req)?;
-    cloud
+    let v: Value = cloud
         .send_one(
             Service::LoadBalancer,
             op,
@@ -92,7 +143,21 @@ pub async fn create(cloud: &Cloud, req: &CreateLoadBalancer) -> Result<LoadBalan
             "loadbalancer",
             req,
         )
-        .await
+        .await?;
+    let lb: LoadBalancer = match decode(v.clone(), Service::LoadBalancer, op) {
+        Ok(lb) => lb,
+        Err(e) => {
+            // As `send_one` does for a typed answer: not left behind unknown.
+            if let Some(id) = v.get("id").and_then(Value::as_str) {
+                tracing::error!(op, id, error = %e, "created but unreadable; deleting it again");
+                let _ = delete(cloud, id, true).await;
+            }
+            return Err(e);
+        }
+    };
+    // The graph is a bonus: an answer it cannot be read from still made the load balancer.
+    let graph = decode(v, Service::LoadBalancer, op).unwrap_or_default();
+    Ok((lb, graph))
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<LoadBalancer> {

@@ -16,12 +16,23 @@ pub struct NodeStatus {
     pub operating_status: String,
 }
 
+/// A member's node also says which backend it is (Octavia's `MemberStatusResponse`), so the tree alone
+/// tells a pool's members apart; empty where a server leaves them out.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct MemberStatus {
+    #[serde(flatten)]
+    pub node: NodeStatus,
+    pub address: String,
+    pub protocol_port: u32,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct PoolStatus {
     #[serde(flatten)]
     pub node: NodeStatus,
-    pub members: Vec<NodeStatus>,
+    pub members: Vec<MemberStatus>,
     pub health_monitor: Option<NodeStatus>,
 }
 
@@ -56,7 +67,7 @@ impl StatusTree {
             out.push(&l.node);
             for p in &l.pools {
                 out.push(&p.node);
-                out.extend(p.members.iter());
+                out.extend(p.members.iter().map(|m| &m.node));
                 out.extend(p.health_monitor.iter());
             }
         }
@@ -110,5 +121,10 @@ mod tests {
             vec!["ACTIVE", "PENDING_CREATE", "ACTIVE", "ACTIVE", "ACTIVE"]
         );
         assert_eq!(t.member_count(), 1);
+        let m = &t.loadbalancer.listeners[0].pools[0].members[0];
+        assert_eq!(
+            (m.node.id.as_str(), m.address.as_str(), m.protocol_port),
+            ("m1", "1.2.3.4", 0)
+        );
     }
 }

@@ -153,7 +153,7 @@ pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
     let op = "octavia.versions";
     // Outside the versioned root, so not through `execute`, but through the same gate and metrics.
     let gate = cloud.gate();
-    let permit = gate.enter().await?;
+    let permit = gate.enter(Service::LoadBalancer).await?;
     let start = std::time::Instant::now();
     let sent = async {
         let resp = cloud
