@@ -74,48 +74,76 @@ pub async fn create_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Strips finalizers from everything left in `ns` and deletes it.
-pub async fn delete_namespace(client: &Client, ns: &str) {
-    let kps = kuryrport_api(client, ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    // Pods and KuryrPorts hold the controller's finalizers, Services and KuryrLoadBalancers too: the
-    // stopped controller will never release them. 32 patches at a time (10k pods after the scale run).
-    for api in [
-        kps.clone(),
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Pod>(&())),
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::erase::<Service>(&())),
-        klb_api(client, ns),
-    ] {
-        strip_finalizers(&api).await;
+/// How long [`delete_namespace`] works on a namespace's objects itself before it leaves the rest to the
+/// apiserver's namespace controller (and `kuryr-bench cleanup`): a stuck or slow apiserver must not hold
+/// the run (a 5,000-pod teardown outlasted a 5-minute deadline when every object went one at a time
+/// through a serial `deletecollection`).
+pub const TEARDOWN_LIMIT: Duration = Duration::from_secs(600);
+
+/// Writes in flight during a teardown (the lab's apiserver takes far more than the 32 of pod creates).
+const TEARDOWN_CONCURRENCY: usize = 64;
+
+/// Deletes `ns` and everything in it, within `limit`.
+///
+/// The namespace is deleted first, so nothing new is made in it and the apiserver removes whatever else it
+/// holds. Pods, KuryrPorts, Services and KuryrLoadBalancers are listed (metadata only) and deleted here,
+/// `TEARDOWN_CONCURRENCY` writes at a time over all kinds at once, each after its finalizers are stripped
+/// (the stopped controller's, which it will never release). Left to the namespace controller, 10k
+/// KuryrPorts went at ~2 per second, loading the shared apiserver for over an hour. Returns how many
+/// objects could not be handled within `limit`.
+pub async fn delete_namespace(client: &Client, ns: &str, limit: Duration) -> usize {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+    let kinds = [
+        (ApiResource::erase::<Pod>(&()), true),
+        (ApiResource::erase::<KuryrPort>(&()), false),
+        (ApiResource::erase::<Service>(&()), false),
+        (ApiResource::erase::<KuryrLoadBalancer>(&()), false),
+    ];
+    // (api, name, strip its finalizers first, how to delete it)
+    let mut work: Vec<(Api<DynamicObject>, String, bool, DeleteParams)> = Vec::new();
+    for (ar, is_pod) in kinds {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar);
+        let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+            continue;
+        };
+        for o in list.items {
+            let (strip, dp) = teardown_step(o.metadata.finalizers.as_deref(), is_pod);
+            work.push((api.clone(), o.name_any(), strip, dp));
+        }
     }
-    let _ = pods.delete_collection(&grace0(), &ListParams::default()).await;
-    let _ = kps
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await;
-    let api: Api<Namespace> = Api::all(client.clone());
-    let _ = api.delete(ns, &DeleteParams::default()).await;
+    let total = work.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let strip = json!({"metadata": {"finalizers": null}});
+    let all =
+        futures::stream::iter(work).for_each_concurrent(TEARDOWN_CONCURRENCY, |(api, name, held, dp)| {
+            let (strip, done) = (&strip, &done);
+            async move {
+                if held {
+                    let _ = api
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(strip))
+                        .await;
+                }
+                let _ = api.delete(&name, &dp).await;
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    if tokio::time::timeout(limit, all).await.is_err() {
+        let left = total - done.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "teardown of {ns}: {left} of {total} objects not handled within {limit:?}; the namespace is being \
+             deleted, `kuryr-bench cleanup` strips what still holds a finalizer"
+        );
+        return left;
+    }
+    0
 }
 
-/// Removes the finalizers of every object `api` lists that has some.
-async fn strip_finalizers(api: &Api<DynamicObject>) {
-    let strip = json!({"metadata": {"finalizers": null}});
-    let Ok(list) = api.list(&ListParams::default()).await else {
-        return;
-    };
-    let names: Vec<String> = list
-        .items
-        .iter()
-        .filter(|o| o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
-        .map(|o| o.name_any())
-        .collect();
-    futures::stream::iter(names)
-        .for_each_concurrent(32, |n| {
-            let (api, strip) = (api.clone(), &strip);
-            async move {
-                let _ = api.patch(&n, &PatchParams::default(), &Patch::Merge(strip)).await;
-            }
-        })
-        .await;
+/// What the teardown does to one object: whether its finalizers are stripped before its delete, and how it
+/// is deleted (pods with grace 0: no kubelet confirms a graceful delete).
+pub fn teardown_step(finalizers: Option<&[String]>, is_pod: bool) -> (bool, DeleteParams) {
+    let held = finalizers.is_some_and(|f| !f.is_empty());
+    (held, if is_pod { grace0() } else { DeleteParams::default() })
 }
 
 /// Every namespace and Node a bench run labelled (`kuryr-bench=true`), e.g. after an interrupted run.
@@ -124,7 +152,7 @@ pub async fn cleanup_all(client: &Client) -> anyhow::Result<()> {
     let nss: Api<Namespace> = Api::all(client.clone());
     for ns in nss.list(&lp).await? {
         eprintln!("deleting namespace {}", ns.name_any());
-        delete_namespace(client, &ns.name_any()).await;
+        delete_namespace(client, &ns.name_any(), TEARDOWN_LIMIT).await;
     }
     let nodes: Api<Node> = Api::all(client.clone());
     for n in nodes.list(&lp).await? {
@@ -309,6 +337,18 @@ pub async fn delete_pods(pods: &Api<Pod>, names: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn teardown_strips_what_is_held_and_deletes_everything() {
+        let held = vec!["kuryr.openstack.org/kuryrport-finalizer".to_string()];
+        let (strip, dp) = teardown_step(Some(&held), false);
+        assert!(strip && dp.grace_period_seconds.is_none());
+        let (strip, dp) = teardown_step(Some(&held), true);
+        assert!(strip && dp.grace_period_seconds == Some(0));
+        let (strip, dp) = teardown_step(None, true);
+        assert!(!strip && dp.grace_period_seconds == Some(0));
+        assert!(!teardown_step(Some(&[]), false).0);
+    }
 
     #[test]
     fn wired_means_every_vif_active_in_either_shape() {

@@ -552,16 +552,12 @@ async fn scale_all(
             variant_suffix: "",
         };
         eprintln!("scale: {} pods, {services} Services", a.scale_pods);
-        out(scale::run(
-            s,
-            spec,
-            &ScaleOpts {
-                pods: a.scale_pods,
-                services,
-                timeout,
-            },
-        )
-        .await)?;
+        let o = ScaleOpts {
+            pods: a.scale_pods,
+            services,
+            timeout,
+        };
+        scale::run(s, spec, &o, &mut *out).await?;
     }
     Ok(())
 }

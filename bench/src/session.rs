@@ -352,7 +352,7 @@ impl Session {
             c.stop().await;
         }
         self.watch.abort();
-        kubeenv::delete_namespace(&self.client, &self.ns).await;
+        kubeenv::delete_namespace(&self.client, &self.ns, kubeenv::TEARDOWN_LIMIT).await;
         kubeenv::delete_nodes(&self.client, &self.cloud.vms).await;
         if self.cloud.sim.is_none() {
             if let Err(e) = crate::cleanup::delete_tagged(&self.cloud.cloud, &self.cluster_id).await {

@@ -22,28 +22,37 @@ pub struct ScaleOpts {
     pub timeout: Duration,
 }
 
-pub async fn run(s: &Settings, spec: Spec, o: &ScaleOpts) -> Record {
+/// Measures and hands the record to `out` (the run's sink, which saves the result file) *before* the
+/// session's teardown: removing 10k pods and their KuryrPorts takes minutes, and a teardown that is cut
+/// short or fails must not take the figures with it. `out`'s error is returned after the teardown.
+pub async fn run(
+    s: &Settings,
+    spec: Spec,
+    o: &ScaleOpts,
+    mut out: impl FnMut(Record) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let variant = spec.variant();
     let implementation = spec.implementation;
-    match measure(s, spec, o).await {
-        Ok(r) => r,
-        Err(e) => Record::not_run(
+    let not_run = |e: anyhow::Error| {
+        Record::not_run(
             Scenario::Scale,
             implementation,
             &variant,
             format!("failed: {e:#}"),
-        ),
-    }
-}
-
-async fn measure(s: &Settings, spec: Spec, o: &ScaleOpts) -> anyhow::Result<Record> {
-    let mut session = Session::start(s, spec).await?;
-    let result = scale(s, &mut session, o).await;
+        )
+    };
+    let mut session = match Session::start(s, spec).await {
+        Ok(session) => session,
+        Err(e) => return out(not_run(e)),
+    };
+    let saved = out(scale(s, &mut session, o).await.unwrap_or_else(not_run));
     // No drain: releasing 10k ports one pod at a time is not measured here and would take minutes; the
     // emulated cloud goes with the session and finish() strips the finalizers the stopped controller
-    // leaves.
+    // leaves (bounded by kubeenv::TEARDOWN_LIMIT).
+    let t = Instant::now();
     session.finish().await;
-    result
+    eprintln!("scale: teardown took {:.1} s", t.elapsed().as_secs_f64());
+    saved
 }
 
 fn service(name: &str) -> Service {
@@ -213,6 +222,11 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
         r.extra.insert(
             "after_resync_rss_mib".into(),
             crate::stats::round_ms(f.rss_mib).into(),
+        );
+        // The restarted process's high-water mark: its initial lists are the largest transient.
+        r.extra.insert(
+            "after_resync_peak_rss_mib".into(),
+            crate::stats::round_ms(f.peak_rss_mib).into(),
         );
         r.extra
             .insert("resync_cpu_s".into(), crate::stats::round_ms(f.cpu_s).into());

@@ -9,6 +9,7 @@
 //! - [`services`]: the Service front end (Service + endpoints → KuryrLoadBalancer) and
 //!   [`loadbalancers`], the KuryrLoadBalancer controller that makes Octavia match it (docs/services.md).
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`.
+//! - [`slim`]: what the watch caches keep of an object.
 //!
 //! Decisions come from `kuryr-core`; cloud calls go through `kuryr-openstack`. See docs/controller.md.
 
@@ -33,6 +34,7 @@ pub mod runtime;
 pub mod scope;
 pub mod secret_files;
 pub mod services;
+pub mod slim;
 
 pub use args::Args;
 pub use config::Config;

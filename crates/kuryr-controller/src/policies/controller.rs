@@ -70,6 +70,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             let wake = wake.clone();
             watcher($api, $wc)
                 .default_backoff()
+                .modify(crate::slim::meta)
                 .reflect($writer)
                 .touched_objects()
                 .for_each(move |r| {

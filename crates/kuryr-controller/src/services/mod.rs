@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use kube::runtime::controller::Controller;
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -25,9 +25,13 @@ pub use context::LbContext;
 use crate::config::Config;
 use crate::loadbalancers;
 use crate::metrics::Metrics;
+use crate::slim;
 
 /// Label EndpointSlices carry naming their Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Service front-end reconciles in flight at most.
+const SERVICE_CONCURRENCY: u16 = 128;
 
 /// Settings of the Services side.
 #[derive(Clone, Debug)]
@@ -146,14 +150,30 @@ pub async fn run(
 
     let svc_api: Api<Service> = scoped(&client, ns.as_deref());
     let klb_api: Api<KuryrLoadBalancer> = scoped(&client, ns.as_deref());
-    let klb_controller = Controller::new(klb_api.clone(), wc.clone());
-    let mut svc_controller = Controller::new(svc_api, wc.clone()).owns(klb_api, wc.clone());
+    // Caches fed slimmed objects (no managedFields, see crate::slim), built as Controller::new builds them.
+    let (klb_store, klb_writer) = reflector::store();
+    let klb_stream = watcher(klb_api.clone(), wc.clone())
+        .modify(slim::meta)
+        .reflect(klb_writer)
+        .applied_objects();
+    let klb_controller = Controller::for_stream(klb_stream, klb_store);
+    let (svc_store, svc_writer) = reflector::store();
+    let svc_stream = watcher(svc_api, wc.clone())
+        .modify(slim::meta)
+        .reflect(svc_writer)
+        .applied_objects();
+    // Bounded like the Pod front end (crate::runtime): after a restart every Service is due at once, and each
+    // reconcile in flight holds a kube request's worth of memory; it only writes to the apiserver.
+    let mut svc_controller = Controller::for_stream(svc_stream, svc_store)
+        .owns(klb_api, wc.clone())
+        .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
 
     let (ep_store, ep_writer) = reflector::store::<Endpoints>();
     let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
     if use_slices {
         let stream = watcher(scoped::<EndpointSlice>(&client, ns.as_deref()), wc.clone())
             .default_backoff()
+            .modify(slim::meta)
             .reflect(slice_writer)
             .touched_objects();
         svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| {
@@ -169,6 +189,7 @@ pub async fn run(
     } else {
         let stream = watcher(scoped::<Endpoints>(&client, ns.as_deref()), wc.clone())
             .default_backoff()
+            .modify(slim::meta)
             .reflect(ep_writer)
             .touched_objects();
         svc_controller = svc_controller.watches_stream(stream, |e: Endpoints| {
