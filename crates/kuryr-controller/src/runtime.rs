@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use kube::core::PartialObjectMeta;
-use kube::runtime::controller::{self, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::{Api, KuryrNetwork, KuryrPort, Node, Pod, ResourceExt, VifType};
 use kuryr_core::pool::PoolParent;
@@ -21,10 +20,6 @@ use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
 use crate::ports::{macvlan, parent, pool, reconcile};
-use crate::slim;
-
-/// Pod reconciles in flight at most (see where the Pod controller is built).
-const POD_CONCURRENCY: u16 = 128;
 
 /// Everything [`run`] needs besides the shutdown trigger.
 pub struct Runtime {
@@ -80,7 +75,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     let (nodes, node_writer) = reflector::store();
     let node_watch = watcher(Api::<Node>::all(client.clone()), wc.clone())
         .default_backoff()
-        .modify(slim::node)
+        .modify(crate::slim::node)
         .reflect(node_writer)
         .touched_objects()
         .for_each(|r| {
@@ -110,36 +105,8 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
 
     let kp_api: Api<KuryrPort> = scoped(&client, ns.as_deref());
     let pod_api: Api<Pod> = scoped(&client, ns.as_deref());
-    // The two main caches (a KuryrPort and a Pod per pod) are fed slimmed objects (see `slim`): built as
-    // Controller::new builds them, with a map before the store.
-    //
-    // KuryrPorts are listed from the apiserver's watch cache (resourceVersion=0, as client-go's informers
-    // list), not read page by page from etcd: the KuryrPort controller starts only once its cache is
-    // complete, and after a restart at 2,000 pods the paged etcd list (500 per 2.5-5 s on the loaded lab,
-    // shared with the other lists made at start) held it for ~25 s. The Pod cache stays paged: it holds up
-    // nothing, and one unpaged list of every pod would be the largest transient.
-    let kp_wc = wc.clone().any_semantic();
-    let (kp_store, kp_writer) = reflector::store();
-    let kp_stream = watcher(kp_api, kp_wc.clone())
-        .modify(slim::meta)
-        .reflect(kp_writer)
-        .applied_objects();
-    let kp_controller = Controller::for_stream(kp_stream, kp_store);
-    let (pod_store, pod_writer) = reflector::store();
-    let pod_stream = watcher(pod_api, wc.clone())
-        .modify(slim::pod)
-        .reflect(pod_writer)
-        .applied_objects();
-    // A KuryrPort change wakes its pod: the owner reference is all that is read, so this second watch of
-    // KuryrPorts asks for their metadata only.
-    let kp_meta: Api<PartialObjectMeta<KuryrPort>> = scoped(&client, ns.as_deref());
-    let kp_owners = watcher(kp_meta, kp_wc).touched_objects();
-    // Bounded: a reconcile future is as large as its largest await (a kube request), and after a restart at
-    // 10k pods every pod is due at once; unbounded, 2,000 of them in flight took ~120 MiB. A pod's reconcile
-    // is two apiserver writes at most, so 128 at a time keeps a burst's pods moving.
-    let pod_controller = Controller::for_stream(pod_stream, pod_store)
-        .owns_stream(kp_owners)
-        .with_config(controller::Config::default().concurrency(POD_CONCURRENCY));
+    let kp_controller = Controller::new(kp_api.clone(), wc.clone());
+    let pod_controller = Controller::new(pod_api, wc.clone()).owns(kp_api, wc);
     let nodes_for_pools = nodes.clone();
     let ctx = Arc::new(Context::new(
         client,

@@ -1,8 +1,10 @@
 //! Reads of single objects by id, coalesced: every read asked for while one is under way joins the next
 //! round, made as list calls filtered by id (`?id=a&id=b…`, [`CHUNK`] ids each). A 500-pod burst waiting for
 //! its ports to go ACTIVE then costs a few lists per poll round instead of 500 shows, all through the one
-//! rate limiter. A read that arrives alone is not delayed: it is handed back to be made as a plain show,
-//! which also keeps a missing object's real 404.
+//! rate limiter. A read that arrives alone is not delayed: it goes out at once as a list of one (the same one
+//! call a show is), and the reads arriving while it waits for its token or its answer form the next round.
+//! An object the list does not return is handed back to be read alone, so a missing one gets the server's
+//! real 404.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,8 +22,7 @@ pub const CHUNK: usize = 50;
 type Fetch<T> =
     Arc<dyn Fn(Vec<String>) -> Pin<Box<dyn Future<Output = Result<Vec<T>>> + Send>> + Send + Sync>;
 
-/// `None` tells the caller to read the object alone (it came alone, the list did not return it, or the
-/// list failed).
+/// `None` tells the caller to read the object alone (the list did not return it, or the list failed).
 type Reply<T> = oneshot::Sender<Option<T>>;
 
 struct Queue<T> {
@@ -91,12 +92,6 @@ impl<T: Clone + Send + 'static> ReadBatcher<T> {
                 }
                 std::mem::take(&mut q.waiting)
             };
-            if batch.len() == 1 {
-                for (_, tx) in batch {
-                    let _ = tx.send(None);
-                }
-                continue;
-            }
             let mut ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
             ids.sort_unstable();
             ids.dedup();
@@ -155,11 +150,21 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_lone_read_is_handed_back_at_once() {
+    async fn a_lone_read_goes_out_at_once_as_a_list_of_one() {
         let (calls, widest) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let b = counting(calls.clone(), widest);
-        assert_eq!(b.read("p1").await, None);
-        assert_eq!(calls.load(Ordering::SeqCst), 0, "a lone read makes no list");
+        let b = counting(calls.clone(), widest.clone());
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(b.read("p1").await, Some(Obj("p1".into())));
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_millis(100),
+            "no wait beyond the call itself"
+        );
+        assert_eq!(
+            (calls.load(Ordering::SeqCst), widest.load(Ordering::SeqCst)),
+            (1, 1)
+        );
+        assert_eq!(b.read("gone").await, None, "not returned: read it alone");
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,12 +29,6 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = pod.name_any();
-    // The decision reads the KuryrPort cache: before its first list is complete every pod would look as if
-    // it had none, and after a restart at 10k pods that was 10k KuryrPort creates answered 409, crowding
-    // the apiserver while it served the very list the KuryrPort controller waits for.
-    if ctx.kuryrports.wait_until_ready().await.is_err() {
-        return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
-    }
     let kp = ctx.kuryrport(&ns, &name);
     let actions = pod::pod_actions(&pod, kp.as_deref());
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);

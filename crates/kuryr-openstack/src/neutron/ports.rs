@@ -276,7 +276,8 @@ pub async fn get(cloud: &Cloud, id: &str) -> Result<Port> {
 }
 
 /// Port reads for hot paths (a pod's port until ACTIVE, a pool port handed out): concurrent reads are
-/// made as one `GET /ports?id=…` list per round (see [`crate::batch`]), a lone one as a plain show.
+/// made as one `GET /ports?id=…` list per round (see [`crate::batch`]); a port the list does not return is
+/// read with a plain show (its 404).
 #[derive(Clone)]
 pub struct PortReads {
     cloud: Cloud,
