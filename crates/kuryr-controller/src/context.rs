@@ -60,6 +60,8 @@ pub struct Context {
     pub pools: PoolState,
     /// nested-macvlan's VM ports and VRRP MACs.
     pub macvlan: MacvlanState,
+    /// `--namespace-selector` answers per namespace (see [`crate::scope::selected`]).
+    pub selected_namespaces: crate::scope::SelectedCache,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +108,7 @@ impl Context {
             told: Mutex::default(),
             pools: PoolState::default(),
             macvlan: MacvlanState::default(),
+            selected_namespaces: Default::default(),
         }
     }
 

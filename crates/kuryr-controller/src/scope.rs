@@ -1,12 +1,66 @@
-//! Which namespaces the namespace and NetworkPolicy controllers handle: all, the one of `--namespace`, or
-//! those matching `--namespace-selector`. Namespaced objects are watched cluster-wide (or in the one
-//! namespace) and kept only when their namespace is in the watched set.
+//! Which namespaces the controllers handle: all, the one of `--namespace`, or those matching
+//! `--namespace-selector`. Namespaced objects are watched cluster-wide (or in the one namespace) and kept
+//! only when their namespace is in the watched set (the namespace and NetworkPolicy controllers, through the
+//! filtered Namespace cache) or [`selected`] (the Pod, KuryrPort and KuryrNetwork controllers).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kuryr_api::{Api, Namespace};
+use kuryr_api::{Api, ListParams, Namespace};
 
 use crate::config::Config;
+use crate::context::Context;
+use crate::errors::{Error, Result};
+
+/// How long an answer of [`selected`] is reused: a burst of pods in one namespace asks once, and a namespace
+/// labelled into (or out of) the selector is seen within this.
+const SELECTED_TTL: Duration = Duration::from_secs(10);
+
+/// Answers of [`selected`] per namespace, with when they were read.
+#[derive(Default)]
+pub struct SelectedCache(Mutex<HashMap<String, (bool, Instant)>>);
+
+impl SelectedCache {
+    fn get(&self, ns: &str, now: Instant) -> Option<bool> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(ns)
+            .filter(|(_, at)| now.duration_since(*at) < SELECTED_TTL)
+            .map(|(yes, _)| *yes)
+    }
+
+    fn put(&self, ns: &str, yes: bool, now: Instant) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(ns.to_owned(), (yes, now));
+    }
+}
+
+/// Whether namespace `ns` matches `--namespace-selector` (always, without one). Pods, KuryrPorts and
+/// KuryrNetworks are watched cluster-wide, so this is what keeps a controller off another controller's
+/// namespaces (several clusters, or a test, sharing one API server): there it neither wires, nor releases,
+/// nor touches finalizers. A namespace being deleted keeps its labels, so it still matches and its cleanup
+/// runs. A namespace relabelled out of the selector is left to whichever controller selects it now.
+pub async fn selected(ctx: &Context, ns: &str) -> Result<bool> {
+    let Some(selector) = &ctx.config.namespace_selector else {
+        return Ok(true);
+    };
+    if let Some(yes) = ctx.selected_namespaces.get(ns, Instant::now()) {
+        return Ok(yes);
+    }
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let params = ListParams::default()
+        .labels(selector)
+        .fields(&format!("metadata.name={ns}"));
+    let found = namespaces
+        .list_metadata(&params)
+        .await
+        .map_err(Error::kube("list_namespaces"))?;
+    let yes = !found.items.is_empty();
+    ctx.selected_namespaces.put(ns, yes, Instant::now());
+    Ok(yes)
+}
 
 /// The Namespace watch: filtered by name or labels as configured.
 pub fn namespace_watch(client: &kube::Client, config: &Config) -> (Api<Namespace>, watcher::Config) {
@@ -34,4 +88,24 @@ where
 /// Whether objects of `namespace` are ours: its Namespace is in the (filtered) namespace cache.
 pub fn in_scope(namespaces: &Store<Namespace>, namespace: &str) -> bool {
     namespaces.get(&ObjectRef::new(namespace)).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_answers_are_reused_for_their_ttl_only() {
+        let cache = SelectedCache::default();
+        let t0 = Instant::now();
+        assert_eq!(cache.get("a", t0), None);
+        cache.put("a", false, t0);
+        assert_eq!(cache.get("a", t0 + Duration::from_secs(9)), Some(false));
+        assert_eq!(
+            cache.get("a", t0 + SELECTED_TTL),
+            None,
+            "stale answers are read again"
+        );
+        assert_eq!(cache.get("b", t0), None);
+    }
 }

@@ -12,8 +12,8 @@ use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use kuryr_api::k8s_openapi::jiff::Timestamp;
 use kuryr_api::{
-    finalizers, Api, KuryrNetwork, KuryrNetworkSpec, KuryrNetworkStatus, ListParams, Namespace, ObjectMeta,
-    Patch, PatchParams, PostParams, Resource, ResourceExt, API_VERSION,
+    finalizers, Api, KuryrNetwork, KuryrNetworkSpec, KuryrNetworkStatus, Namespace, ObjectMeta, Patch,
+    PatchParams, PostParams, Resource, ResourceExt, API_VERSION,
 };
 use serde_json::json;
 use tracing::{info, instrument, warn};
@@ -33,7 +33,7 @@ const DRAIN_POLL: Duration = Duration::from_secs(2);
 pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = kn.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
-    if !selected(&ctx, &ns).await? {
+    if !crate::scope::selected(&ctx, &ns).await? {
         // Another controller's (several clusters sharing one API server): neither make nor delete it.
         return Ok(Action::await_change());
     }
@@ -52,24 +52,6 @@ pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Actio
         Err(e) => report(&kn, &ctx, e).await,
     }
     result
-}
-
-/// Whether namespace `ns` matches `--namespace-selector` (always, without one). KuryrNetworks are watched
-/// cluster-wide, so this is what keeps a controller off the namespace networks of another one. A namespace
-/// being deleted still matches until its KuryrNetwork's finalizer is gone, so cleanup runs.
-async fn selected(ctx: &Context, ns: &str) -> Result<bool> {
-    let Some(selector) = &ctx.config.namespace_selector else {
-        return Ok(true);
-    };
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
-    let params = ListParams::default()
-        .labels(selector)
-        .fields(&format!("metadata.name={ns}"));
-    let found = namespaces
-        .list_metadata(&params)
-        .await
-        .map_err(Error::kube("list_namespaces"))?;
-    Ok(!found.items.is_empty())
 }
 
 async fn apply(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {

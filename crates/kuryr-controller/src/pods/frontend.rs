@@ -29,6 +29,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = pod.name_any();
+    if !crate::scope::selected(&ctx, &ns).await? {
+        // Another controller's namespace: its pods are neither wired nor released here.
+        return Ok(Action::requeue(RESYNC));
+    }
     let kp = ctx.kuryrport(&ns, &name);
     let actions = pod::pod_actions(&pod, kp.as_deref());
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);

@@ -29,6 +29,11 @@ const SETTLE: Duration = Duration::from_secs(2);
 pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = kp.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    if !crate::scope::selected(&ctx, &ns).await? {
+        // Another controller's namespace: the KuryrPort finalizer's name is shared (upstream's), so acting
+        // here would allocate or release a second time.
+        return Ok(Action::requeue(RESYNC));
+    }
     let api: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = kp.metadata.uid.clone().unwrap_or_default();
     let result = finalizer(&api, finalizers::KURYRPORT, kp.clone(), |event| async {
