@@ -15,14 +15,25 @@ pub fn has(pod: &Pod) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == finalizers::POD))
 }
 
-pub async fn add(api: &Api<Pod>, pod: &Pod) -> Result<()> {
+/// Adds the finalizer; `false` when the list on the server is not the one `pod` shows (the patch's `test`
+/// failed, 422). That is mostly the watch cache behind our own add of a moment ago (a 500-pod burst: a third
+/// of the pods, each then logged as a failure and retried after the error backoff); the caller looks again
+/// shortly instead.
+pub async fn add(api: &Api<Pod>, pod: &Pod) -> Result<bool> {
     let name = pod
         .metadata
         .name
         .as_deref()
         .ok_or(Error::MissingField("metadata.name"))?;
     let ops = add_ops(pod.metadata.finalizers.as_deref());
-    patch(api, name, ops).await
+    match patch(api, name, ops).await {
+        Ok(()) => Ok(true),
+        Err(Error::Kube {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 422 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 pub async fn remove(api: &Api<Pod>, pod: &Pod) -> Result<()> {

@@ -11,7 +11,7 @@ use kube::runtime::events::EventType;
 use kuryr_api::{Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
 use kuryr_core::lb::Problem;
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
@@ -21,6 +21,8 @@ pub const CONTROLLER: &str = "pod";
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
 /// before it reached this controller's trigger (or the other way round).
 const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
+/// Next look at a pod whose cached finalizer list was behind the server's.
+const STALE_CACHE: Duration = Duration::from_millis(200);
 /// Periodic re-check of an otherwise quiet pod.
 const RESYNC: Duration = Duration::from_secs(600);
 
@@ -41,8 +43,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
         tell_refused(&pod, &ctx).await;
     }
 
-    if actions.finalizer == FinalizerChange::Add {
-        finalizer::add(&pods, &pod).await?;
+    if actions.finalizer == FinalizerChange::Add && !finalizer::add(&pods, &pod).await? {
+        debug!("finalizer list changed under the cached pod; looking again");
+        return Ok(Action::requeue(STALE_CACHE));
     }
     match actions.kuryrport {
         KuryrPortChange::Create => {
