@@ -70,7 +70,9 @@ struct Wiring {
     polls: u32,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// A mutex's guard, poisoned or not: every critical section here leaves its map consistent, so a panic in
+/// one is no reason to stop serving.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

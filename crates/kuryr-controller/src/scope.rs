@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use kuryr_api::{Api, ListParams, Namespace};
 
 use crate::config::Config;
-use crate::context::Context;
+use crate::context::{lock, Context};
 use crate::errors::{Error, Result};
 
 /// How long an answer of [`selected`] is reused: a burst of pods in one namespace asks once, and a namespace
@@ -25,14 +25,14 @@ pub struct SelectedCache(Mutex<HashMap<String, (bool, Instant)>>);
 
 impl SelectedCache {
     fn get(&self, ns: &str, now: Instant) -> Option<bool> {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let map = lock(&self.0);
         map.get(ns)
             .filter(|(_, at)| now.duration_since(*at) < SELECTED_TTL)
             .map(|(yes, _)| *yes)
     }
 
     fn put(&self, ns: &str, yes: bool, now: Instant) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.0);
         map.insert(ns.to_owned(), (yes, now));
     }
 }

@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use kuryr_core::neutron::Subnet;
 
+use crate::context::lock;
+
 /// Where pods take their IP from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SubnetMode {
@@ -64,10 +66,6 @@ pub struct State {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pool: tokio::sync::OnceCell<String>,
     router: tokio::sync::OnceCell<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl State {

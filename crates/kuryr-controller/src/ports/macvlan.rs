@@ -11,7 +11,7 @@
 //! database kept both pairs, OVN's port security only the second, and the first pod was cut off.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, Subnet};
@@ -25,7 +25,7 @@ use kuryr_openstack::neutron::ports::{self, AddressPair};
 use kuryr_openstack::neutron::Filter;
 use tracing::{info, warn};
 
-use crate::context::Context;
+use crate::context::{lock, Context};
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::podport;
@@ -48,10 +48,6 @@ fn writer_of(ctx: &Context, vm_port_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         .entry(vm_port_id.to_owned())
         .or_default()
         .clone()
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The node VM's own port (the one holding the Node's InternalIP), cached per node.

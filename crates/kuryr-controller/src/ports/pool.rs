@@ -11,7 +11,7 @@
 //! status goes back to its pool) and deletes tagged ports attached nowhere (a refill cut short).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, Subnet};
@@ -24,7 +24,7 @@ use kuryr_openstack::Owner;
 use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
-use crate::context::{Context, Parent};
+use crate::context::{lock, Context, Parent};
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::nested_vlan;
@@ -59,10 +59,6 @@ pub struct PoolState {
     targets: Mutex<BTreeMap<PoolKey, Target>>,
     rebuilt: OnceCell<()>,
     default_sgs: OnceCell<BTreeSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl PoolState {

@@ -4,7 +4,7 @@
 //! next due and when its stray load balancers were last looked for).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kube::runtime::events::{EventType, Recorder, Reporter};
@@ -15,7 +15,7 @@ use kuryr_core::lb::ObservedLb;
 use kuryr_openstack::Cloud;
 
 use super::ServicesConfig;
-use crate::context::{poll_delay, publish, retry_delay, REPORTER};
+use crate::context::{lock, poll_delay, publish, retry_delay, REPORTER};
 use crate::metrics::Metrics;
 
 pub struct LbContext {
@@ -63,10 +63,6 @@ struct Burst {
     first: Instant,
     last: Instant,
     applied: Option<i64>,
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LbContext {
