@@ -95,18 +95,30 @@ pub async fn wait_ready(
     }
 }
 
+/// After a failure: every object `api` lists loses its finalizers (best effort: errors are ignored, what is
+/// left shows in the caller's checks).
+pub async fn strip_finalizers<K>(api: &Api<K>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let strip = serde_json::json!({"metadata": {"finalizers": null}});
+    for o in api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let _ = api
+            .patch(&o.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+    }
+}
+
 /// After a failure: strip finalizers from pods and KuryrPorts of `ns` and delete the pods.
 pub async fn strip_and_delete_all(client: &kube::Client, ns: &str) {
+    strip_finalizers(&Api::<KuryrPort>::namespaced(client.clone(), ns)).await;
     let strip = serde_json::json!({"metadata": {"finalizers": null}});
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
-    if let Ok(list) = kps.list(&ListParams::default()).await {
-        for kp in list {
-            let _ = kps
-                .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                .await;
-        }
-    }
     if let Ok(list) = pods.list(&ListParams::default()).await {
         for pod in list {
             let _ = pods

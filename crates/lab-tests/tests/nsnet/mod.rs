@@ -7,15 +7,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use kuryr_api::{
-    Api, Client, KuryrNetwork, KuryrPort, ListParams, Namespace, Patch, PatchParams, Pod, ResourceExt,
-};
+use kuryr_api::{Api, Client, KuryrNetwork, KuryrPort, Namespace, Patch, PatchParams, Pod};
 use kuryr_controller::networks::{NetworksConfig, SubnetMode};
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::Config;
 use kuryr_openstack::neutron::{networks, ports, subnetpools, subnets, Filter};
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
-use lab_tests::Lab;
+use lab_tests::{cluster, Lab};
 use serde_json::json;
 
 pub const CRD_MANAGER: &str = "kuryr-crd-test";
@@ -101,31 +99,10 @@ pub async fn leftovers(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<Vec<St
 
 /// After a failure: let the namespace go (what is left shows in the tag scan).
 pub async fn strip_finalizers(client: &Client, ns: &str) {
+    cluster::strip_finalizers(&Api::<KuryrPort>::namespaced(client.clone(), ns)).await;
+    cluster::strip_finalizers(&Api::<Pod>::namespaced(client.clone(), ns)).await;
     let strip = json!({"metadata": {"finalizers": null}});
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
-    let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
-    for kp in kps
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let _ = kps
-            .patch(&kp.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-            .await;
-    }
-    for pod in pods
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let _ = pods
-            .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-            .await;
-    }
-    let _ = kns
+    let _ = Api::<KuryrNetwork>::namespaced(client.clone(), ns)
         .patch(ns, &PatchParams::default(), &Patch::Merge(&strip))
         .await;
 }

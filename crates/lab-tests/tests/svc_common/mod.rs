@@ -241,31 +241,12 @@ impl Harness {
         let _ = self.stop.send(());
         let stopped = tokio::time::timeout(Duration::from_secs(30), self.task).await;
         if result.is_err() {
-            let strip = json!({"metadata": {"finalizers": null}});
-            let (svcs, klbs) = (
-                Api::<Service>::namespaced(self.client.clone(), &self.ns),
-                Api::<KuryrLoadBalancer>::namespaced(self.client.clone(), &self.ns),
-            );
-            for s in svcs
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let _ = svcs
-                    .patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                    .await;
-            }
-            for k in klbs
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let _ = klbs
-                    .patch(&k.name_any(), &PatchParams::default(), &Patch::Merge(&strip))
-                    .await;
-            }
+            cluster::strip_finalizers(&Api::<Service>::namespaced(self.client.clone(), &self.ns)).await;
+            cluster::strip_finalizers(&Api::<KuryrLoadBalancer>::namespaced(
+                self.client.clone(),
+                &self.ns,
+            ))
+            .await;
             let check = &self.backend.check;
             let tags = vec![(
                 "tags".to_owned(),
