@@ -1,68 +1,56 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubelet 1.20.2 from Debian's `kubernetes`
-# source package (no prebuilt binary is reachable from these machines) into $KURYR_LAB_CACHE/kube-<version>/bin.
-# Cached by version: a second call returns at once. ~10 min cold on 2 cores.
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl of $KUBE_VERSION from the
+# `k8s.io/kubernetes` Go module and its staging modules (k8s.io/api, client-go, ... at v0.<minor>.<patch>) into
+# $KUBE_BIN. No prebuilt Kubernetes binary is reachable from these machines; the Go module proxy is.
+# Cached by version: a second call returns at once. Cold: ~25 min on 2 cores (docs/lab.md has the measured time).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-KUBE_DEB_VERSION=${KUBE_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}
 out=$KUBE_BIN
-want="kube-apiserver kube-controller-manager kube-scheduler kubelet"
+want="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 have=1; for b in $want; do [ -x "$out/$b" ] || have=0; done
-if [ $have = 1 ]; then log "kube binaries cached in $out"; exit 0; fi
+if [ $have = 1 ]; then log "kube binaries $KUBE_VERSION cached in $out"; exit 0; fi
+command -v go >/dev/null || die "go is not installed (apt golang-go, or the machine's Go)"
 
-work=$LAB_CACHE/kube-build; rm -rf "$work"; mkdir -p "$work"/{apt/lists/partial,apt/cache/archives/partial,home,src}
-# A private deb-src list: apt-get source needs one and the machine's sources.list has none.
-mirror=$(awk '$1=="deb" && $0 ~ /bookworm / {print $2; exit}' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
-if [ -z "$mirror" ]; then
-  mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}')
-fi
-[ -n "$mirror" ] || die "no Debian mirror found in the apt sources (needed for 'apt-get source kubernetes')"
-echo "deb-src $mirror bookworm main" > "$work/apt/sources.list"
-echo "deb-src $mirror bookworm-updates main" >> "$work/apt/sources.list"
-secmirror=$(grep -rhoE 'https?://[^ ]*debian-security[^ ]*' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 || true)
-[ -n "$secmirror" ] && echo "deb-src $secmirror bookworm-security main" >> "$work/apt/sources.list"
-aptopts=(-o Dir::Etc::sourcelist="$work/apt/sources.list" -o Dir::Etc::sourceparts=/dev/null
-         -o Dir::State::Lists="$work/apt/lists" -o Dir::Cache="$work/apt/cache")
-log "fetching Debian source kubernetes=$KUBE_DEB_VERSION"
-apt-get "${aptopts[@]}" update -q >"$work/apt-update.log" 2>&1 || { tail "$work/apt-update.log"; die "apt-get update (deb-src) failed"; }
-( cd "$work/src" && apt-get "${aptopts[@]}" source --download-only "kubernetes=$KUBE_DEB_VERSION" ) >"$work/apt-source.log" 2>&1 \
-  || { tail "$work/apt-source.log"; die "apt-get source kubernetes failed"; }
-orig=$(ls "$work"/src/kubernetes_*.orig.tar.* | head -1)
-tar -C "$work/src" -xf "$orig"
-tree=$(find "$work/src" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes*' | head -1)
-[ -d "$tree/vendor" ] || die "unexpected source layout in $work/src"
-# The vendored reflect2 1.0.1 panics on every POST under Go >= 1.18: swap in Debian's 1.0.2.
-r2=/usr/share/gocode/src/github.com/modern-go/reflect2
-[ -d "$r2" ] || die "golang-github-modern-go-reflect2-dev is not installed"
-rm -rf "$tree/vendor/github.com/modern-go/reflect2"; mkdir -p "$tree/vendor/github.com/modern-go/reflect2"
-cp "$r2"/*.go "$r2"/*.s "$tree/vendor/github.com/modern-go/reflect2/" 2>/dev/null || cp "$r2"/*.go "$tree/vendor/github.com/modern-go/reflect2/"
-# go-openapi/validate (and kube-openapi's fork of it, which CRD validation uses) compares two reflect.Value structs with DeepEqual to spot "zero" data. Under Go >= 1.19 that
-# is true for "" (reflect.Zero shares one zero buffer), so custom resources' empty strings were refused as null
-# ("spec.x in body must be of type string: null"); built with the Go 1.15 of its day the check only ever
-# matched nil, which is what it is reduced to here.
-for tv in "$tree/vendor/github.com/go-openapi/validate/type.go" "$tree/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go"; do
-  grep -q 'if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {' "$tv" \
-    || die "$tv changed: the empty-string patch no longer applies"
-  sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$tv"
-done
+t0=$(now)
+work=$LAB_CACHE/kube-build-$KUBE_VERSION
+rm -rf "$work"; mkdir -p "$work/home"
+export GOPATH=$LAB_CACHE/gopath GOMODCACHE=$LAB_CACHE/gopath/pkg/mod GOCACHE=$LAB_CACHE/go-build-cache
+export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 HOME=$work/home
+log "fetching k8s.io/kubernetes@v$KUBE_VERSION from the Go module proxy"
+src=$( (cd "$work" && go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION") | jq -r .Dir)
+[ -d "$src/cmd/kube-apiserver" ] || die "k8s.io/kubernetes@v$KUBE_VERSION has no cmd/kube-apiserver (download failed?)"
+# The module is read-only in the module cache and its go.mod points the staging modules at ./staging, which the
+# module's zip does not carry: build a writable copy whose go.mod pins every staging module at its release.
+tree=$work/kubernetes
+cp -r "$src" "$tree"; chmod -R u+w "$tree"; rm -f "$tree/go.work" "$tree/go.work.sum"
+staging_ver="v0.${KUBE_VERSION#1.}"
+sed -i -E "s#^(\s*)(k8s\.io/[a-z0-9-]+) => \./staging/src/k8s\.io/[a-z0-9-]+\$#\1\2 => \2 $staging_ver#" "$tree/go.mod"
+if grep -q '=> ./staging' "$tree/go.mod"; then die "go.mod still replaces into ./staging: $(grep '=> ./staging' "$tree/go.mod")"; fi
+
 # kubelet: never rewrite the machine's global sysctls (kernel.panic, vm.overcommit_memory...): with
-# --protect-kernel-defaults a mismatch becomes a warning instead of a fatal error.
+# --protect-kernel-defaults a mismatch becomes a warning instead of a fatal error (the lab's nodes share the host
+# kernel, which is not theirs to tune).
 f="$tree/pkg/kubelet/cm/container_manager_linux.go"
 grep -q 'b = KernelTunableError' "$f" || die "kubelet source changed: kernel-tunables patch no longer applies"
 sed -i 's/b = KernelTunableError/b = KernelTunableWarn/' "$f"
-log "building $want (go $(go version | awk '{print $3}')); log: $work/build.log"
-# Kubernetes' build sets GOCACHE=_output/local/go/cache itself: point that at a cache that outlives the tree, so a
-# rebuild after a new patch recompiles only what the patch touched.
-mkdir -p "$tree/_output/local/go" "$LAB_CACHE/go-build-cache"
-ln -sfn "$LAB_CACHE/go-build-cache" "$tree/_output/local/go/cache"
-( cd "$tree" && HOME="$work/home" GOPROXY=off GOFLAGS=-mod=vendor \
-    make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet" KUBE_BUILD_PLATFORMS=linux/amd64 ) \
-  >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; die "kubernetes build failed"; }
+
+# The version stamps hack/lib/version.sh would set, so `kubectl version` and the Node report the real release.
+major=${KUBE_VERSION%%.*}; minor=${KUBE_VERSION#*.}; minor=${minor%%.*}
+ld="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ld="$ld -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  ld="$ld -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+done
+log "building $want $KUBE_VERSION with $(go version | awk '{print $3}'); log: $work/build.log"
 mkdir -p "$out.tmp"
-for b in $want; do cp "$tree/_output/local/bin/linux/amd64/$b" "$out.tmp/"; done
+( cd "$tree" && go mod download >"$work/mod.log" 2>&1 \
+  && go build -trimpath -tags providerless -ldflags "$ld" -o "$out.tmp/" \
+       ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet ./cmd/kubectl ) \
+  >"$work/build.log" 2>&1 || { tail -30 "$work/mod.log" "$work/build.log"; die "kubernetes build failed"; }
+for b in $want; do [ -x "$out.tmp/$b" ] || die "build produced no $b"; done
+"$out.tmp/kube-apiserver" --version | grep -qx "Kubernetes v$KUBE_VERSION" || die "kube-apiserver reports $("$out.tmp/kube-apiserver" --version)"
 rm -rf "$out"; mv "$out.tmp" "$out"
+echo "$(since "$t0")" >"$out/.build-seconds"
 rm -rf "$work"
-# builds of earlier patch levels are dead weight (a few hundred MB each)
-for old in "$LAB_CACHE"/kube-"$KUBE_VERSION"*; do [ "$old" = "$(dirname "$out")" ] || rm -rf "$old"; done
-log "kube binaries built into $out"
+log "kube binaries $KUBE_VERSION built into $out in $(since "$t0")s"

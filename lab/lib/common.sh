@@ -5,8 +5,12 @@ LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_DIR=$(cd "$LAB_DIR/.." && pwd)
 LAB_STATE=${KURYR_LAB_STATE:-/var/lib/kuryr-lab}
 LAB_CACHE=${KURYR_LAB_CACHE:-/var/cache/kuryr-lab}
-KUBE_VERSION=1.20.2
-KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION-lab4/bin}
+# The Kubernetes release the lab builds and runs (lib/build-kube.sh, from Go modules). Any release the Go module
+# proxy serves with a matching staging release works; the product supports >= 1.30 (docs/lab.md).
+KUBE_VERSION=${KURYR_LAB_K8S:-1.37.2}
+KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION/bin}
+# The lab's scripts use the kubectl of the lab's release (the machine's may be several minors behind).
+[ -d "$KUBE_BIN" ] && PATH=$KUBE_BIN:$PATH
 LAB_VMS=${KURYR_LAB_VMS:-3}
 # How many of the VMs also get a real node: containerd + kubelet + kuryr-daemon (lib/kubelet-nodes.sh).
 LAB_KUBELETS=${KURYR_LAB_KUBELETS:-2}

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Installs what the lab needs: Debian packages, one pinned Python venv per OpenStack service, and the Kubernetes
-# binaries (built from Debian's source package). Everything heavy is cached in $KURYR_LAB_CACHE, keyed by what
+# Installs what the lab needs: Debian packages, etcd and containerd from Debian's newer suites, one pinned Python
+# venv per OpenStack service, and the Kubernetes binaries (built from the Go modules of the release). Everything heavy is cached in $KURYR_LAB_CACHE, keyed by what
 # it was built from, so a second run takes about a second.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-APT_PACKAGES=(etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev mariadb-server rabbitmq-server
+# etcd and containerd come from Debian's newer suites (lib/newer-debs.sh): bookworm's are too old for the lab's
+# Kubernetes. Go is the machine's own (>= the release's go.mod); bookworm's golang-go 1.19 is too old.
+APT_PACKAGES=(mariadb-server rabbitmq-server
   openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
   python3-venv procps psmisc kmod iputils-ping
-  qemu-system-x86 busybox-static cpio containerd runc gcc)
+  qemu-system-x86 busybox-static cpio runc gcc)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -22,6 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     || { tail -20 "$LAB_CACHE.apt.log"; die "apt-get install failed"; }
 fi
 mkdir -p "$LAB_CACHE"
+bash "$LAB_DIR/lib/newer-debs.sh"
 
 # venv NAME: lab/requirements/NAME.txt is the full pinned freeze of a venv that worked here; the venv is cached
 # under a key made of that file and the Python version, so a change of pins builds a new one.

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Kubernetes control plane: etcd, kube-apiserver (token auth + RBAC, TLS from a lab CA with a CA:FALSE server
 # certificate — rustls rejects a self-signed CA:TRUE cert), kube-controller-manager, kube-scheduler.
+# The API server listens on 127.0.0.1 only, which its endpoint reconciler refuses to publish as the
+# `default/kubernetes` endpoints: the reconciler is off (--endpoint-reconciler-type=none).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 K=$LAB_STATE/k8s
 mkdir -p "$K/etcd" "$LAB_STATE/log"
 cd "$K"
+# Where this lab's binaries are, for whatever starts a control plane of its own (the chaos suite's private one).
+ln -sfn "$KUBE_BIN" "$K/bin"
 
 kapi_ready() { [ "$(curl -s --cacert "$K/ca.crt" -H "Authorization: Bearer $(cat "$K/admin.token")" "https://127.0.0.1:$P_KAPI/readyz")" = ok ]; }
 
@@ -36,7 +40,7 @@ fi
 
 t=$(now)
 if ! running etcd; then
-  start etcd "$LAB_STATE/log/etcd.log" etcd --name kuryr-lab --data-dir "$K/etcd" \
+  start etcd "$LAB_STATE/log/etcd.log" /usr/local/bin/etcd --name kuryr-lab --data-dir "$K/etcd" \
     --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
     --listen-peer-urls "http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_ETCD_PEER" \
     --initial-cluster "kuryr-lab=http://127.0.0.1:$P_ETCD_PEER"
@@ -52,7 +56,8 @@ if ! running kube-apiserver; then
     --client-ca-file="$K/ca.crt" --token-auth-file="$K/tokens.csv" --authorization-mode=Node,RBAC \
     --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR" \
-    --allow-privileged=true --disable-admission-plugins=ServiceAccount,TaintNodesByCondition --event-ttl=2h
+    --allow-privileged=true --disable-admission-plugins=ServiceAccount,TaintNodesByCondition --event-ttl=2h \
+    --endpoint-reconciler-type=none
 fi
 waitfor kube-apiserver 120 kapi_ready || fail_component kube-apiserver "$LAB_STATE/log/kube-apiserver.log"
 log "kube-apiserver ready ($(since "$t")s)"
@@ -62,14 +67,14 @@ if ! running kube-controller-manager; then
   # Node lifecycle off: the lab's Nodes have no kubelet heartbeat yet must stay Ready.
   start kube-controller-manager "$LAB_STATE/log/kube-controller-manager.log" "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig="$K/kubeconfig" --authentication-kubeconfig="$K/kubeconfig" --authorization-kubeconfig="$K/kubeconfig" \
-    --leader-elect=false --port=0 --bind-address=127.0.0.1 --secure-port="$P_KCM" \
-    --controllers='*,-nodeipam,-nodelifecycle,-service,-route,-cloud-node-lifecycle' \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$P_KCM" \
+    --controllers='*,-node-ipam-controller,-node-lifecycle-controller' \
     --service-account-private-key-file="$K/sa.key" --root-ca-file="$K/ca.crt" --use-service-account-credentials=false
 fi
 if ! running kube-scheduler; then
   start kube-scheduler "$LAB_STATE/log/kube-scheduler.log" "$KUBE_BIN/kube-scheduler" \
     --kubeconfig="$K/kubeconfig" --authentication-kubeconfig="$K/kubeconfig" --authorization-kubeconfig="$K/kubeconfig" \
-    --leader-elect=false --port=0 --bind-address=127.0.0.1 --secure-port="$P_KSCHED"
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$P_KSCHED"
 fi
 waitfor kube-controller-manager 120 sh -c "[ \"\$(curl -sk https://127.0.0.1:$P_KCM/healthz)\" = ok ]" \
   || fail_component kube-controller-manager "$LAB_STATE/log/kube-controller-manager.log"

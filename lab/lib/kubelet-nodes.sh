@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kubelet-nodes.sh up|down|status: real Kubernetes nodes on the lab VMs. For each of the first KURYR_LAB_KUBELETS
-# (2) VMs, node `kubelet-vmN` gets its own containerd 1.6 + runc (Debian), a kubelet 1.20.2 (the lab's build) and
+# (2) VMs, node `kubelet-vmN` gets its own containerd 2.x + runc (Debian), a kubelet of the lab's release and
 # a kuryr-daemon (this repo's build). The kubelet and the daemon run in the root namespace (they reach the API
 # server on 127.0.0.1); the daemon makes pod links from the VM's namespace (`--host-netns`), so pods are
 # nested-macvlan children of the VM's eth0 and their traffic crosses real OVN. Pods are created by
@@ -68,10 +68,10 @@ mk_cgroups() { # the kubelet's --cgroup-root must exist in every v1 hierarchy (c
   fi
 }
 
-containerd_config() { # DIR NODE
+containerd_config() { # DIR NODE: containerd 2.x, config version 3
   local d=$1
   cat <<EOC
-version = 2
+version = 3
 root = "$d/containerd/root"
 state = "$d/containerd/state"
 [grpc]
@@ -80,25 +80,32 @@ state = "$d/containerd/state"
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "$d/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "local.test/pause:1"
+# Two containerds share this host: NRI's socket is machine-wide, and nothing here uses it.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "local.test/pause:1"
+[plugins."io.containerd.cri.v1.runtime"]
   disable_apparmor = true
   # the lab runs without CAP_SYS_RESOURCE: oom_score_adj below our own is refused, so clamp it
   restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$N/cni-bin"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$N/cni-bin"]
     conf_dir = "$d/cni-conf"
     max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        BinaryName = "/usr/sbin/runc"
         Root = "$d/runc"
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
 EOC
 }
 
@@ -123,7 +130,7 @@ cmd_up() {
     # containerd
     if ! running "containerd-$node"; then
       containerd_config "$d" "$node" >"$d/containerd.toml"
-      start "containerd-$node" "$S/log/containerd-$node.log" containerd --config "$d/containerd.toml"
+      start "containerd-$node" "$S/log/containerd-$node.log" /usr/local/bin/containerd --config "$d/containerd.toml"
       waitfor "containerd $node" 30 test -S "$d/containerd.sock" || fail_component "containerd-$node" "$S/log/containerd-$node.log"
       waitfor "containerd $node CRI" 30 ctr --address "$d/containerd.sock" -n k8s.io version \
         || fail_component "containerd-$node" "$S/log/containerd-$node.log"
@@ -135,7 +142,7 @@ cmd_up() {
     # the CNI network of this node: kuryr-cni talking to this node's daemon
     cat >"$d/cni-conf/10-kuryr.conflist" <<EOC
 {
-  "cniVersion": "1.0.0",
+  "cniVersion": "1.1.0",
   "name": "kuryr",
   "plugins": [{"type": "kuryr-cni", "socketPath": "$d/kuryr/cni.sock", "timeoutSeconds": 75}]
 }
@@ -160,14 +167,14 @@ EOC
       mk_cgroups "$(cgroup_root "$node")"
       mkdir -p "$d/kubelet/root" "$d/kubelet/pki" "$d/kubelet/volplugins"
       start "kubelet-$node" "$S/log/kubelet-$node.log" "$KUBE_BIN/kubelet" \
-        --kubeconfig="$S/k8s/kubeconfig" --container-runtime=remote \
+        --kubeconfig="$S/k8s/kubeconfig" \
         --container-runtime-endpoint="unix://$d/containerd.sock" --runtime-request-timeout=2m \
         --root-dir="$d/kubelet/root" --cert-dir="$d/kubelet/pki" --volume-plugin-dir="$d/kubelet/volplugins" \
         --hostname-override="$node" --cloud-provider=external \
         --node-labels="kuryr.lab/kubelet=true,kuryr.lab/vm-netns=$ns" \
         --register-with-taints="kuryr.lab/kubelet=true:NoSchedule" \
         --cgroup-driver=cgroupfs --cgroup-root="/$(cgroup_root "$node")" \
-        --fail-swap-on=false --protect-kernel-defaults=true --oom-score-adj=0 \
+        --fail-swap-on=false --fail-cgroupv1=false --protect-kernel-defaults=true --oom-score-adj=0 \
         --address=127.0.0.1 --port="$((P_KUBELET + idx))" --read-only-port=0 \
         --healthz-bind-address=127.0.0.1 --healthz-port="$((P_KUBELET_HEALTHZ + idx))" \
         --image-gc-high-threshold=100 --image-gc-low-threshold=99 --eviction-hard= \
