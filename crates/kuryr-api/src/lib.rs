@@ -9,6 +9,7 @@ pub mod annotations;
 pub mod conditions;
 pub mod crds;
 pub mod finalizers;
+pub mod kube_version;
 pub mod kubeconfig;
 pub mod labels;
 pub mod loadbalancer;

@@ -414,6 +414,12 @@ impl Args {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let client = self.kube_client().await.context("connecting to Kubernetes")?;
+        let version = client
+            .apiserver_version()
+            .await
+            .context("reading the API server's version")?;
+        kuryr_api::kube_version::require_supported(&version)?;
+        tracing::info!(kubernetes = %version.git_version, "API server version supported");
         let cloud = Cloud::connect_with_observer(self.cloud_config(), Some(metrics.call_observer()))
             .await
             .context("connecting to OpenStack")?;

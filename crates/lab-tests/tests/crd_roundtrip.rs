@@ -1,4 +1,4 @@
-//! The Kuryr CRDs against the lab's real kube-apiserver (1.20): the committed YAML applies and becomes
+//! The Kuryr CRDs against the lab's real kube-apiserver (its current release): the committed YAML applies and becomes
 //! Established; each kind round-trips through create, the status subresource and a spec update without one
 //! touching the other; a finalizer holds deletion; the schema rejects obvious mistakes with a message that
 //! names the field; upstream-shaped objects are accepted and kept; printer columns show the wiring.
@@ -639,7 +639,7 @@ where
 }
 
 /// The apiserver must refuse with 422 Invalid and a message containing every `expected` fragment. Fragments
-/// avoid list indices: 1.20 prints `spec.ports.protocol` where later versions print `spec.ports[0].protocol`.
+/// avoid list indices (`spec.ports.protocol` in older servers, `spec.ports[0].protocol` in newer ones).
 fn expect_invalid(result: Result<(), kuryr_api::kube::Error>, expected: &[&str]) -> anyhow::Result<()> {
     match result {
         Ok(()) => bail!("accepted, expected a 422 naming {expected:?}"),

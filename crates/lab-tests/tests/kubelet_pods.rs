@@ -1,5 +1,5 @@
 //! Real kubelets: a Deployment of busybox pods on the lab's kubelet nodes (`kubelet-vm1`, `kubelet-vm2`:
-//! containerd + runc + kubelet 1.20.2 + kuryr-daemon, started by `lab/lab up`). kuryr-controller runs
+//! containerd 2 + runc + kubelet (the lab's release) + kuryr-daemon, started by `lab/lab up`). kuryr-controller runs
 //! in-process with the nested-macvlan driver, scoped to the test's namespace and cluster id; the pods are
 //! created by kubelet → containerd → kuryr-cni → kuryr-daemon, each a macvlan of its VM's eth0 carrying its
 //! VRRP MAC, and their traffic crosses real OVN.
@@ -7,7 +7,8 @@
 //! Checks: every pod reaches every other (inside the pods' own network namespaces, found through containerd);
 //! the IP kubelet reports is the KuryrPort's; scaling down removes the pods' interfaces, KuryrPorts, Neutron
 //! ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
-//! succeed; the remaining pods still reach each other.
+//! succeed; the remaining pods still reach each other. And containerd 2 asks each node's daemon for CNI STATUS
+//! (the conflist's `cniVersion` is 1.1.0).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -36,6 +37,58 @@ const RUNNING_TIMEOUT: Duration = Duration::from_secs(240);
 /// kubelet removes a stopped sandbox (the second DEL) in its container GC, once a minute.
 const SECOND_DEL_TIMEOUT: Duration = Duration::from_secs(150);
 const PING_TRIES: usize = 15;
+
+/// kuryr-daemon health/metrics ports of the kubelet nodes: lab/lib/common.sh `P_KDAEMON` + node index.
+const DAEMON_PORT_BASE: u16 = 21270;
+
+/// STATUS answered `ok` by the daemon of kubelet node `idx` (1-based), from its request metrics.
+async fn status_calls(idx: u16) -> anyhow::Result<u64> {
+    let url = format!("http://127.0.0.1:{}/metrics", DAEMON_PORT_BASE + idx);
+    let text = reqwest::get(&url).await?.error_for_status()?.text().await?;
+    Ok(text
+        .lines()
+        .find(|l| {
+            l.starts_with("kuryr_cni_request_duration_seconds_count{")
+                && l.contains("command=\"STATUS\"")
+                && l.contains("result=\"ok\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0))
+}
+
+/// containerd 2 reads a conflist of `cniVersion` 1.1.0 and asks the plugin for STATUS (its CRI Status, which
+/// kubelet polls for the node's NetworkReady): every kubelet node's daemon answers such calls, and more of
+/// them keep coming.
+#[tokio::test]
+async fn containerd_asks_every_node_daemon_for_cni_status() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let client = lab.kube_client().await?;
+    let nodes: Api<Node> = Api::all(client);
+    let count = nodes
+        .list(&ListParams::default().labels(KUBELET_LABEL))
+        .await?
+        .items
+        .len();
+    ensure!(count > 0, "no kubelet node in the lab (lab/lab nodes up)");
+    for idx in 1..=u16::try_from(count)? {
+        let first = status_calls(idx).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = status_calls(idx).await?;
+            if first > 0 && now > first {
+                eprintln!("kubelet node {idx}: {now} CNI STATUS calls answered ok");
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "kubelet node {idx}: its daemon answered {now} STATUS calls (was {first}) in 60 s: containerd does not send CNI STATUS"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Ok(())
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly() -> anyhow::Result<()> {

@@ -286,8 +286,8 @@ async fn a_deployments_pods_are_scheduled_onto_the_lab_nodes() {
     );
 }
 
-/// A real apiserver keeps `""` in a custom resource; the lab's 1.20.2 build needs a fix for that under Go 1.19
-/// (see docs/lab.md) — without it every CR with an empty string field is refused as null.
+/// A real apiserver keeps `""` in a custom resource (the lab's former 1.20.2 build, under a Go newer than its
+/// own, refused it as null until patched; kept as a check that the lab's build behaves like a release).
 #[tokio::test]
 async fn a_custom_resource_keeps_an_empty_string() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -73,7 +73,14 @@ async fn every_manifest_passes_a_server_side_dry_run_on_the_lab() -> anyhow::Res
 
 /// `kubectl apply --dry-run=server -k deploy/` (kustomize rendering included), when kubectl is installed.
 fn kubectl_dry_run(lab: &Lab) -> anyhow::Result<()> {
-    let out = match std::process::Command::new("kubectl")
+    // The lab's own kubectl (lab/lib/k8s.sh links its release's binaries there); the machine's otherwise.
+    let lab_kubectl = lab.state_dir.join("k8s").join("bin").join("kubectl");
+    let kubectl = if lab_kubectl.exists() {
+        lab_kubectl
+    } else {
+        std::path::PathBuf::from("kubectl")
+    };
+    let out = match std::process::Command::new(&kubectl)
         .arg("--kubeconfig")
         .arg(&lab.kubeconfig)
         .args(["apply", "--dry-run=server", "-k"])

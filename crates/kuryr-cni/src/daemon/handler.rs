@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::cache::NodeCache;
 use super::metrics::Metrics;
@@ -85,7 +85,11 @@ impl<B: Binder> Daemon<B> {
     pub async fn handle(&self, req: CniRequest) -> DaemonResponse {
         let started = Instant::now();
         let pod = req.pod.as_ref().map(|p| p.key()).unwrap_or_default();
-        info!(command = %req.command, %pod, container = %req.container_id, netns = %req.netns, "request");
+        // containerd 2 asks for STATUS every few seconds (CNI 1.1): a successful one is not worth a log line.
+        let quiet = req.command == Command::Status;
+        if !quiet {
+            info!(command = %req.command, %pod, container = %req.container_id, netns = %req.netns, "request");
+        }
         let res = match req.command {
             Command::Add => self.add(&req).await.map(Some),
             Command::Del => self.del(&req).await.map(|()| None),
@@ -105,6 +109,7 @@ impl<B: Binder> Daemon<B> {
         let secs = started.elapsed().as_secs_f64();
         self.metrics.observe(req.command.as_str(), label, secs);
         match &res {
+            Ok(_) if quiet => debug!(command = %req.command, secs, "done"),
             Ok(_) => info!(command = %req.command, %pod, container = %req.container_id, secs, "done"),
             Err(e) => {
                 warn!(command = %req.command, %pod, container = %req.container_id, secs, error = %e, "failed")

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Endpoints, KuryrLoadBalancer, ObjectReference};
+use kuryr_api::{KuryrLoadBalancer, ObjectReference};
 use kuryr_core::lb::ObservedLb;
 use kuryr_openstack::Cloud;
 
@@ -27,9 +27,8 @@ pub struct LbContext {
     pub config: ServicesConfig,
     pub metrics: Metrics,
     pub recorder: Recorder,
-    /// Exactly one of the two endpoint caches is fed, per the API server's discovery.
-    pub slices: Option<Store<EndpointSlice>>,
-    pub endpoints: Option<Store<Endpoints>>,
+    /// Every EndpointSlice in scope, fed by a watch.
+    pub slices: Store<EndpointSlice>,
     pub klbs: Store<KuryrLoadBalancer>,
     state: Mutex<State>,
 }
@@ -74,8 +73,7 @@ impl LbContext {
         project_id: Option<String>,
         config: ServicesConfig,
         metrics: Metrics,
-        slices: Option<Store<EndpointSlice>>,
-        endpoints: Option<Store<Endpoints>>,
+        slices: Store<EndpointSlice>,
         klbs: Store<KuryrLoadBalancer>,
     ) -> Self {
         let reporter = Reporter {
@@ -91,7 +89,6 @@ impl LbContext {
             config,
             metrics,
             slices,
-            endpoints,
             klbs,
             state: Mutex::default(),
         }

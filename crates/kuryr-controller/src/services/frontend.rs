@@ -8,7 +8,6 @@ use std::time::Duration;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kuryr_api::loadbalancer::LbEndpointSlice;
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectMeta, Resource, ResourceExt, Service};
 use kuryr_core::lb::{endpoints, service_spec, SpecDefaults};
@@ -147,33 +146,24 @@ fn young(svc: &Service) -> bool {
     })
 }
 
-/// The Service's backends from whichever endpoints cache runs, and whether any endpoints object exists.
+/// The Service's backends from its EndpointSlices, and whether it has any slice at all.
 fn backends(ctx: &LbContext, ns: &str, name: &str, publish: bool) -> (Vec<LbEndpointSlice>, bool) {
-    if let Some(store) = &ctx.slices {
-        let mine: Vec<_> = store
-            .state()
-            .into_iter()
-            .filter(|s| {
-                s.metadata.namespace.as_deref() == Some(ns)
-                    && s.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                        .map(String::as_str)
-                        == Some(name)
-            })
-            .collect();
-        let found = !mine.is_empty();
-        return (endpoints::from_slices(mine.iter().map(|s| &**s), publish), found);
-    }
-    match ctx
-        .endpoints
-        .as_ref()
-        .and_then(|s| s.get(&ObjectRef::new(name).within(ns)))
-    {
-        Some(ep) => (endpoints::from_endpoints(&ep, publish), true),
-        None => (Vec::new(), false),
-    }
+    let mine: Vec<_> = ctx
+        .slices
+        .state()
+        .into_iter()
+        .filter(|s| {
+            s.metadata.namespace.as_deref() == Some(ns)
+                && s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    .map(String::as_str)
+                    == Some(name)
+        })
+        .collect();
+    let found = !mine.is_empty();
+    (endpoints::from_slices(mine.iter().map(|s| &**s), publish), found)
 }
 
 /// Deletes the KuryrLoadBalancer (uid precondition) and lets the Service go once it is gone.

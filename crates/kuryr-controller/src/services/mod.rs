@@ -15,7 +15,7 @@ use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, Endpoints, KuryrLoadBalancer, Service};
+use kuryr_api::{Api, KuryrLoadBalancer, Service};
 use kuryr_core::lb::AllowList;
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, Instrument};
@@ -63,8 +63,6 @@ pub struct ServicesConfig {
     /// Polls of a pending load balancer start here and grow by half up to `poll_max`.
     pub poll_min: Duration,
     pub poll_max: Duration,
-    /// Use EndpointSlices v1: `None` asks the API server whether it serves them.
-    pub endpoint_slices: Option<bool>,
 }
 
 impl ServicesConfig {
@@ -84,7 +82,6 @@ impl ServicesConfig {
             coalesce: Duration::from_millis(300),
             poll_min: Duration::from_millis(200),
             poll_max: Duration::from_secs(5),
-            endpoint_slices: None,
         }
     }
 }
@@ -107,14 +104,6 @@ impl ServicesConfig {
             fip_create_network: self.external_network_id.clone(),
             fip_cidrs: self.floating_ip_cidrs.clone(),
         }
-    }
-}
-
-/// Whether the API server serves discovery.k8s.io/v1 EndpointSlices (1.21+; the lab's 1.20 does not).
-pub async fn serves_endpoint_slices(client: &kube::Client) -> bool {
-    match client.list_api_group_resources("discovery.k8s.io/v1").await {
-        Ok(list) => list.resources.iter().any(|r| r.name == "endpointslices"),
-        Err(_) => false,
     }
 }
 
@@ -142,11 +131,6 @@ pub async fn run(
     let shutdown = shutdown.boxed().shared();
     let ns = config.namespace.clone();
     let wc = watcher::Config::default();
-    let use_slices = match svc_config.endpoint_slices {
-        Some(v) => v,
-        None => serves_endpoint_slices(&client).await,
-    };
-    info!(endpoint_slices = use_slices, "services: endpoints source chosen");
 
     let svc_api: Api<Service> = scoped(&client, ns.as_deref());
     let klb_api: Api<KuryrLoadBalancer> = scoped(&client, ns.as_deref());
@@ -168,39 +152,24 @@ pub async fn run(
         .owns(klb_api, wc.clone())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
 
-    let (ep_store, ep_writer) = reflector::store::<Endpoints>();
+    // Backends come from EndpointSlices v1 (every supported Kubernetes serves them; Endpoints v1 is
+    // deprecated since 1.33), however many slices a Service is split into.
     let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
-    if use_slices {
-        let stream = watcher(scoped::<EndpointSlice>(&client, ns.as_deref()), wc.clone())
-            .default_backoff()
-            .modify(slim::meta)
-            .reflect(slice_writer)
-            .touched_objects();
-        svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| {
-            let ns = s.metadata.namespace.clone();
-            let svc = s
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                .cloned();
-            svc.zip(ns).map(|(svc, ns)| ObjectRef::new(&svc).within(&ns))
-        });
-    } else {
-        let stream = watcher(scoped::<Endpoints>(&client, ns.as_deref()), wc.clone())
-            .default_backoff()
-            .modify(slim::meta)
-            .reflect(ep_writer)
-            .touched_objects();
-        svc_controller = svc_controller.watches_stream(stream, |e: Endpoints| {
-            let ns = e.metadata.namespace.clone();
-            e.metadata
-                .name
-                .clone()
-                .zip(ns)
-                .map(|(n, ns)| ObjectRef::new(&n).within(&ns))
-        });
-    }
+    let stream = watcher(scoped::<EndpointSlice>(&client, ns.as_deref()), wc.clone())
+        .default_backoff()
+        .modify(slim::meta)
+        .reflect(slice_writer)
+        .touched_objects();
+    svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| {
+        let ns = s.metadata.namespace.clone();
+        let svc = s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            .cloned();
+        svc.zip(ns).map(|(svc, ns)| ObjectRef::new(&svc).within(&ns))
+    });
     let project_id = config.project_id.clone();
     let ctx = Arc::new(LbContext::new(
         client,
@@ -209,8 +178,7 @@ pub async fn run(
         project_id,
         svc_config,
         metrics,
-        use_slices.then_some(slice_store),
-        (!use_slices).then_some(ep_store),
+        slice_store,
         klb_controller.store(),
     ));
     let klb_run = klb_controller

@@ -1,11 +1,11 @@
-//! A Service's backends in the KuryrLoadBalancer's EndpointSlice shape, from either source the cluster
-//! serves: EndpointSlices (discovery.k8s.io/v1) or, on older clusters such as the lab's 1.20, Endpoints v1.
-//! Readiness is kept per endpoint (upstream's conversion dropped `notReadyAddresses` and gave every slice
+//! A Service's backends in the KuryrLoadBalancer's EndpointSlice shape, from its EndpointSlices
+//! (discovery.k8s.io/v1, however many the endpointslice controller split them into). Readiness, serving and
+//! terminating are kept per endpoint (upstream's conversion dropped not-ready addresses and gave every slice
 //! every address); [`ready_members`] then picks what becomes an Octavia member.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, ObjectReference};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::loadbalancer::{
     LbEndpoint, LbEndpointConditions, LbEndpointPort, LbEndpointSlice, LbPort, LbProtocol, LbTargetRef,
@@ -31,58 +31,6 @@ fn target_ref(r: &ObjectReference) -> LbTargetRef {
         resource_version: r.resource_version.clone(),
         uid: r.uid.clone(),
     }
-}
-
-fn from_address(a: &EndpointAddress, ready: bool) -> LbEndpoint {
-    LbEndpoint {
-        addresses: vec![a.ip.clone()],
-        conditions: Some(LbEndpointConditions {
-            ready: Some(ready),
-            serving: Some(ready),
-            terminating: None,
-        }),
-        hostname: a.hostname.clone(),
-        target_ref: a.target_ref.as_ref().map(target_ref),
-        topology: None,
-        node_name: a.node_name.clone(),
-    }
-}
-
-/// Endpoints v1: one slice per subset, `notReadyAddresses` kept with `ready: false`. With
-/// `publish_not_ready` (the Service's `publishNotReadyAddresses`) every address counts as ready.
-pub fn from_endpoints(ep: &Endpoints, publish_not_ready: bool) -> Vec<LbEndpointSlice> {
-    let mut out = Vec::new();
-    for subset in ep.subsets.iter().flatten() {
-        let mut endpoints: Vec<LbEndpoint> = subset
-            .addresses
-            .iter()
-            .flatten()
-            .map(|a| from_address(a, true))
-            .collect();
-        endpoints.extend(
-            subset
-                .not_ready_addresses
-                .iter()
-                .flatten()
-                .map(|a| from_address(a, publish_not_ready)),
-        );
-        let ports = subset
-            .ports
-            .iter()
-            .flatten()
-            .map(|p| LbEndpointPort {
-                name: p.name.clone().filter(|n| !n.is_empty()),
-                port: Some(p.port),
-                protocol: protocol(p.protocol.as_deref()),
-            })
-            .collect();
-        out.push(LbEndpointSlice {
-            endpoints,
-            ports,
-            address_type: None,
-        });
-    }
-    out
 }
 
 /// EndpointSlices v1 of one Service. FQDN slices carry no IPs and are left out.
@@ -135,8 +83,24 @@ pub fn from_slices<'a>(
 /// The members of the pool serving `port`: every ready address of every slice that has the Service port's
 /// endpoint port (matched by name and protocol, as the endpoints controllers name them after the Service
 /// port), at that endpoint port's number. Not-ready endpoints were marked ready already when the Service
-/// publishes them.
+/// publishes them. When no endpoint is ready, the ones still serving while they terminate are the members,
+/// as kube-proxy does it: a rolling update that takes the last ready pod away drains its connections
+/// instead of dropping them.
 pub fn ready_members(port: &LbPort, slices: &[LbEndpointSlice]) -> BTreeMap<MemberKey, String> {
+    let ready = members_where(port, slices, |c| c.and_then(|c| c.ready).unwrap_or(true));
+    if !ready.is_empty() {
+        return ready;
+    }
+    members_where(port, slices, |c| {
+        c.is_some_and(|c| c.serving == Some(true) && c.terminating == Some(true))
+    })
+}
+
+fn members_where(
+    port: &LbPort,
+    slices: &[LbEndpointSlice],
+    keep: impl Fn(Option<&LbEndpointConditions>) -> bool,
+) -> BTreeMap<MemberKey, String> {
     let want_name = port.name.as_deref().filter(|n| !n.is_empty());
     let mut out = BTreeMap::new();
     for slice in slices {
@@ -149,11 +113,7 @@ pub fn ready_members(port: &LbPort, slices: &[LbEndpointSlice]) -> BTreeMap<Memb
         let Some(number) = target.port.and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0) else {
             continue;
         };
-        for e in &slice.endpoints {
-            let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-            if !ready {
-                continue;
-            }
+        for e in slice.endpoints.iter().filter(|e| keep(e.conditions.as_ref())) {
             let tr = e.target_ref.as_ref();
             let pod = tr
                 .filter(|t| t.kind.as_deref().is_none_or(|k| k == "Pod"))

@@ -4,7 +4,7 @@
 //!   asked for outside them is refused, with a [`Problem`] each.
 //! - [`service`]: a Service (+ its endpoints) → the desired KuryrLoadBalancer spec, or the reason it gets none
 //!   (headless, ExternalName, `default/kubernetes`, NodePort-only types).
-//! - [`endpoints`]: Endpoints v1 and EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`.
+//! - [`endpoints`]: EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`; which endpoints become members.
 //! - [`desired`]: spec + what the cloud's Octavia can do (API version, provider) → the load balancer tree to
 //!   build, and the [`Problem`]s (unsupported combinations) that become an Event and a condition while the
 //!   rest of the Service is still served.

@@ -1,10 +1,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Service, ServicePort,
-    ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -41,50 +38,56 @@ fn svc(ns: &str, name: &str, ports: &[(&str, i32, &str, i32)]) -> Service {
     }
 }
 
-fn addr(ip: &str, pod: &str) -> EndpointAddress {
-    EndpointAddress {
-        ip: ip.into(),
+fn endpoint(ip: &str, pod: &str, ready: bool) -> Endpoint {
+    Endpoint {
+        addresses: vec![ip.into()],
+        conditions: Some(EndpointConditions {
+            ready: Some(ready),
+            serving: Some(ready),
+            terminating: None,
+        }),
         target_ref: Some(ObjectReference {
             kind: Some("Pod".into()),
             name: Some(pod.into()),
             namespace: Some("ns".into()),
             ..ObjectReference::default()
         }),
-        ..EndpointAddress::default()
+        ..Endpoint::default()
     }
 }
 
-fn endpoints(ready: &[&str], not_ready: &[&str], ports: &[(&str, i32, &str)]) -> Endpoints {
-    Endpoints {
-        subsets: Some(vec![EndpointSubset {
-            addresses: Some(
-                ready
-                    .iter()
-                    .enumerate()
-                    .map(|(i, ip)| addr(ip, &format!("p{i}")))
-                    .collect(),
-            ),
-            not_ready_addresses: Some(
-                not_ready
-                    .iter()
-                    .enumerate()
-                    .map(|(i, ip)| addr(ip, &format!("nr{i}")))
-                    .collect(),
-            ),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(n, p, proto)| EndpointPort {
-                        name: Some((*n).into()),
-                        port: *p,
-                        protocol: Some((*proto).into()),
-                        ..EndpointPort::default()
-                    })
-                    .collect(),
-            ),
-        }]),
-        ..Endpoints::default()
-    }
+/// One EndpointSlice of a Service: `ready` pods p0.., `not_ready` pods nr0.., the given ports.
+fn endpoints(ready: &[&str], not_ready: &[&str], ports: &[(&str, i32, &str)]) -> Vec<EndpointSlice> {
+    let mut eps: Vec<Endpoint> = ready
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| endpoint(ip, &format!("p{i}"), true))
+        .collect();
+    eps.extend(
+        not_ready
+            .iter()
+            .enumerate()
+            .map(|(i, ip)| endpoint(ip, &format!("nr{i}"), false)),
+    );
+    vec![EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some("web-abcde".into()),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: eps,
+        ports: Some(
+            ports
+                .iter()
+                .map(|(n, p, proto)| k8s_openapi::api::discovery::v1::EndpointPort {
+                    name: Some((*n).into()),
+                    port: Some(*p),
+                    protocol: Some((*proto).into()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    }]
 }
 
 fn caps(provider: &str, v: (u32, u32)) -> OctaviaCaps {
@@ -113,7 +116,7 @@ fn two_port_spec() -> kuryr_api::KuryrLoadBalancerSpec {
         &["10.0.0.9"],
         &[("http", 8080, "TCP"), ("dns", 5353, "UDP")],
     );
-    service_spec(&s, endpoints::from_endpoints(&ep, false), &defaults())
+    service_spec(&s, endpoints::from_slices(&ep, false), &defaults())
         .unwrap()
         .0
 }
@@ -170,7 +173,7 @@ fn a_two_port_service_becomes_two_listeners_with_ready_members_at_the_target_por
 #[test]
 fn publish_not_ready_addresses_counts_every_address() {
     let ep = endpoints(&["10.0.0.1"], &["10.0.0.9"], &[("", 8080, "TCP")]);
-    let slices = endpoints::from_endpoints(&ep, true);
+    let slices = endpoints::from_slices(&ep, true);
     let s = svc("ns", "web", &[("", 80, "TCP", 8080)]);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
     let (lb, _) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
@@ -396,6 +399,66 @@ fn a_new_service_is_one_create_and_a_settled_one_needs_nothing() {
     assert!(plan(&lb, Some(&observed_from(&lb))).is_empty());
 }
 
+fn pool_members(slices: Vec<kuryr_api::loadbalancer::LbEndpointSlice>) -> Vec<(String, u32)> {
+    let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    let spec = service_spec(&s, slices, &defaults()).unwrap().0;
+    let (lb, _) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    lb.listeners
+        .values()
+        .next()
+        .unwrap()
+        .pool
+        .members
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_service_split_over_several_slices_gets_every_ready_endpoint_as_a_member() {
+    // The endpointslice controller puts at most 100 endpoints in a slice: 250 endpoints are three slices.
+    let ips: Vec<String> = (0..250)
+        .map(|i| format!("10.1.{}.{}", i / 200, i % 200 + 1))
+        .collect();
+    let mut slices = Vec::new();
+    for (n, chunk) in ips.chunks(100).enumerate() {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let mut slice = endpoints(&refs, &[], &[("http", 8080, "TCP")]).remove(0);
+        slice.metadata.name = Some(format!("web-{n}"));
+        slices.push(slice);
+    }
+    let out = endpoints::from_slices(slices.iter(), false);
+    assert_eq!(out.len(), 3);
+    let members = pool_members(out);
+    assert_eq!(members.len(), 250);
+    assert!(ips.iter().all(|ip| members.contains(&(ip.clone(), 8080))));
+}
+
+#[test]
+fn terminating_endpoints_that_still_serve_are_members_only_while_no_endpoint_is_ready() {
+    let terminating = |ip: &str, serving: bool| Endpoint {
+        conditions: Some(EndpointConditions {
+            ready: Some(false),
+            serving: Some(serving),
+            terminating: Some(true),
+        }),
+        ..endpoint(ip, "old", false)
+    };
+    let mut slices = endpoints(&["10.0.0.1"], &[], &[("http", 8080, "TCP")]);
+    slices[0].endpoints.push(terminating("10.0.0.7", true));
+    assert_eq!(
+        pool_members(endpoints::from_slices(slices.iter(), false)),
+        vec![("10.0.0.1".to_owned(), 8080)]
+    );
+    // The last ready pod is going away: the one still serving drains, the one no longer serving does not.
+    slices[0].endpoints.remove(0);
+    slices[0].endpoints.push(terminating("10.0.0.8", false));
+    assert_eq!(
+        pool_members(endpoints::from_slices(slices.iter(), false)),
+        vec![("10.0.0.7".to_owned(), 8080)]
+    );
+}
+
 #[test]
 fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let spec = two_port_spec();
@@ -407,7 +470,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
     let ep = endpoints(&refs, &[], &[("http", 8080, "TCP"), ("dns", 5353, "UDP")]);
     let mut spec20 = spec.clone();
-    spec20.endpoint_slices = endpoints::from_endpoints(&ep, false);
+    spec20.endpoint_slices = endpoints::from_slices(&ep, false);
     let (lb20, _) = desired_lb("ns", "web", &spec20, &c, None);
     let ops = plan(&lb20, Some(&obs));
     assert_eq!(ops.len(), 2, "{ops:?}");

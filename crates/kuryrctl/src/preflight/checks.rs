@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kuryr_api::k8s_openapi::apimachinery::pkg::version::Info;
+use kuryr_api::kube_version;
 use serde::Serialize;
 
 use super::needs::{needs, Api, Counts};
@@ -47,6 +49,8 @@ pub struct Facts {
     pub counts_source: String,
     /// Kuryr CRDs missing from the cluster (`None`: Kubernetes not read).
     pub missing_crds: Option<Vec<String>>,
+    /// The API server's `/version` (`None`: Kubernetes not read; `Err`: why it could not be).
+    pub kubernetes_version: Option<Result<Info, String>>,
 }
 
 impl Default for Facts {
@@ -61,6 +65,7 @@ impl Default for Facts {
             counts: Counts::default(),
             counts_source: String::new(),
             missing_crds: None,
+            kubernetes_version: None,
         }
     }
 }
@@ -102,6 +107,27 @@ fn check(name: impl Into<String>, outcome: Outcome, detail: impl Into<String>) -
 
 pub fn evaluate(f: &Facts) -> Vec<Check> {
     let mut out = Vec::new();
+    match &f.kubernetes_version {
+        None => {}
+        Some(Err(e)) => out.push(check(
+            "kubernetes version",
+            Outcome::Warn,
+            format!("not read: {e}"),
+        )),
+        Some(Ok(info)) => out.push(match kube_version::require_supported(info) {
+            Ok(_) => check(
+                "kubernetes version",
+                Outcome::Pass,
+                format!(
+                    "{} (kuryr-rs supports {}.{} and newer)",
+                    info.git_version,
+                    kube_version::MIN_SUPPORTED.0,
+                    kube_version::MIN_SUPPORTED.1
+                ),
+            ),
+            Err(e) => check("kubernetes version", Outcome::Fail, e.to_string()),
+        }),
+    }
     let ext = |alias: &str| f.neutron_extensions.contains(alias);
     out.push(if ext("trunk") {
         check(
@@ -338,6 +364,24 @@ mod tests {
 
     fn by_name(checks: &[Check]) -> BTreeMap<String, Outcome> {
         checks.iter().map(|c| (c.check.clone(), c.outcome)).collect()
+    }
+
+    #[test]
+    fn the_kubernetes_release_is_checked_against_the_supported_floor() {
+        let version = |minor: &str| Info {
+            major: "1".into(),
+            minor: minor.into(),
+            git_version: format!("v1.{minor}.2"),
+            ..Info::default()
+        };
+        let mut f = good();
+        f.kubernetes_version = Some(Ok(version("37")));
+        assert_eq!(by_name(&evaluate(&f))["kubernetes version"], Outcome::Pass);
+        f.kubernetes_version = Some(Ok(version("20")));
+        let checks = evaluate(&f);
+        let line = checks.iter().find(|c| c.check == "kubernetes version").unwrap();
+        assert_eq!(line.outcome, Outcome::Fail);
+        assert!(line.detail.contains("v1.20.2 is older"), "{}", line.detail);
     }
 
     #[test]

@@ -160,17 +160,20 @@ pub async fn gather(
             f.counts = flags;
             f.counts_source = format!("flags (Kubernetes unreachable: {e:#})");
         }
-        Some(Ok(client)) => match kube_counts(&client, a).await {
-            Ok((counts, missing)) => {
-                f.counts = counts;
-                f.counts_source = "kubernetes".into();
-                f.missing_crds = Some(missing);
+        Some(Ok(client)) => {
+            f.kubernetes_version = Some(client.apiserver_version().await.map_err(err_text));
+            match kube_counts(&client, a).await {
+                Ok((counts, missing)) => {
+                    f.counts = counts;
+                    f.counts_source = "kubernetes".into();
+                    f.missing_crds = Some(missing);
+                }
+                Err(e) => {
+                    f.counts = flags;
+                    f.counts_source = format!("flags (Kubernetes unreadable: {e:#})");
+                }
             }
-            Err(e) => {
-                f.counts = flags;
-                f.counts_source = format!("flags (Kubernetes unreadable: {e:#})");
-            }
-        },
+        }
     }
     progress.step("cluster counts");
     f

@@ -1,8 +1,8 @@
 //! A private Kubernetes control plane for the chaos suite, so it can restart an API server without touching
 //! the lab's shared one: the lab's own `kube-apiserver` binary, certificates and token file (see
 //! lab/lib/k8s.sh), the lab's etcd under a prefix of its own (`/chaos-<id>`), its own loopback port and
-//! kubeconfig. Beside it a `kube-controller-manager` runs only the endpoints and garbage-collector
-//! controllers (Services need Endpoints; ownerReferences need the collector). Its etcd keys are removed by
+//! kubeconfig. Beside it a `kube-controller-manager` runs only the EndpointSlice and garbage-collector
+//! controllers (Services need EndpointSlices; ownerReferences need the collector). Its etcd keys are removed by
 //! [`PrivateApi::close`].
 
 use std::path::{Path, PathBuf};
@@ -15,8 +15,6 @@ use lab_tests::Lab;
 
 /// The lab's etcd (lab/lib/common.sh `P_ETCD`).
 const ETCD: &str = "127.0.0.1:22379";
-/// Kubernetes build directory name in the lab cache (lab/lib/common.sh `KUBE_BIN`).
-const KUBE_BUILD: &str = "kube-1.20.2-lab4";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub struct PrivateApi {
@@ -29,12 +27,6 @@ pub struct PrivateApi {
     kcm: Option<Child>,
     /// How often the API server was restarted.
     pub restarts: u32,
-}
-
-fn lab_cache() -> PathBuf {
-    std::env::var_os("KURYR_LAB_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/kuryr-lab"))
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -51,7 +43,8 @@ impl PrivateApi {
     pub async fn start(lab: &Lab, dir: &Path) -> anyhow::Result<PrivateApi> {
         let bin_dir = std::env::var_os("KUBE_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| lab_cache().join(KUBE_BUILD).join("bin"));
+            // lab/lib/k8s.sh links the running lab's binaries there, whatever release it runs.
+            .unwrap_or_else(|| lab.state_dir.join("k8s").join("bin"));
         if !bin_dir.join("kube-apiserver").exists() {
             bail!(
                 "no kube-apiserver in {} (the lab builds it: lab/lab up)",
@@ -110,6 +103,8 @@ impl PrivateApi {
             .arg("--allow-privileged=true")
             .arg("--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
             .arg("--event-ttl=1h")
+            // a loopback address cannot be published as default/kubernetes endpoints (as in lab/lib/k8s.sh)
+            .arg("--endpoint-reconciler-type=none")
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -123,11 +118,10 @@ impl PrivateApi {
         let child = Command::new(self.bin_dir.join("kube-controller-manager"))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg("--leader-elect=false")
-            .arg("--port=0")
             .arg("--secure-port=0")
-            .arg("--controllers=endpoint,garbagecollector")
+            .arg("--controllers=endpointslice-controller,garbage-collector-controller")
             .arg("--use-service-account-credentials=false")
-            .arg("--concurrent-endpoint-syncs=5")
+            .arg("--concurrent-service-endpoint-syncs=5")
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -166,7 +160,7 @@ impl PrivateApi {
         }
     }
 
-    /// Stops the API server (SIGTERM, SIGKILL after 3 s: the 1.20 server drains for much longer), starts
+    /// Stops the API server (SIGTERM, SIGKILL after 3 s: a server drains its requests for much longer), starts
     /// it again with the same arguments and waits until it is ready. Every watch breaks. Returns how long
     /// the API was away.
     pub async fn restart(&mut self, lab: &Lab) -> anyhow::Result<Duration> {

@@ -4,9 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use kuryr_api::{
-    Api, Client, Endpoints, KuryrLoadBalancer, KuryrPort, ListParams, Pod, ResourceExt, Service,
-};
+use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::{Api, Client, KuryrLoadBalancer, KuryrPort, ListParams, Pod, ResourceExt, Service};
 use kuryr_openstack::neutron::{ports, trunks, Filter};
 use kuryr_openstack::octavia::{loadbalancers, members};
 use kuryr_openstack::{Cloud, Owner};
@@ -125,13 +124,31 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
             vifs,
         });
     }
-    let endpoints: BTreeMap<String, Endpoints> = Api::<Endpoints>::namespaced(s.client.clone(), s.ns)
+    // Ready backends per Service, from its EndpointSlices (what the controller itself reads); a nil `ready`
+    // condition means ready.
+    let mut ready_by_service: BTreeMap<String, std::collections::BTreeSet<(String, u32)>> = BTreeMap::new();
+    for slice in Api::<EndpointSlice>::namespaced(s.client.clone(), s.ns)
         .list(&lp)
         .await?
-        .items
-        .into_iter()
-        .map(|e| (e.name_any(), e))
-        .collect();
+    {
+        let Some(svc) = slice.labels().get("kubernetes.io/service-name").cloned() else {
+            continue;
+        };
+        let set = ready_by_service.entry(svc).or_default();
+        for ep in &slice.endpoints {
+            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            for a in &ep.addresses {
+                for p in slice.ports.clone().unwrap_or_default() {
+                    set.insert((
+                        a.clone(),
+                        p.port.and_then(|p| u32::try_from(p).ok()).unwrap_or_default(),
+                    ));
+                }
+            }
+        }
+    }
     for svc in Api::<Service>::namespaced(s.client.clone(), s.ns)
         .list(&lp)
         .await?
@@ -140,18 +157,7 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
             snap.terminating_services.push(svc.name_any());
             continue;
         }
-        let mut ready = std::collections::BTreeSet::new();
-        for subset in endpoints
-            .get(&svc.name_any())
-            .and_then(|e| e.subsets.clone())
-            .unwrap_or_default()
-        {
-            for a in subset.addresses.unwrap_or_default() {
-                for p in subset.ports.clone().unwrap_or_default() {
-                    ready.insert((a.ip.clone(), u32::try_from(p.port).unwrap_or_default()));
-                }
-            }
-        }
+        let ready = ready_by_service.remove(&svc.name_any()).unwrap_or_default();
         snap.services.push(ServiceView {
             name: svc.name_any(),
             uid: svc.uid().unwrap_or_default(),
