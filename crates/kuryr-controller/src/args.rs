@@ -414,12 +414,15 @@ impl Args {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let client = self.kube_client().await.context("connecting to Kubernetes")?;
-        let version = client
-            .apiserver_version()
-            .await
-            .context("reading the API server's version")?;
-        kuryr_api::kube_version::require_supported(&version)?;
-        tracing::info!(kubernetes = %version.git_version, "API server version supported");
+        // An API server known to be too old is refused; one not reachable yet is not a reason to stop (the
+        // watches retry until it answers, as they do after any outage).
+        match client.apiserver_version().await {
+            Ok(version) => {
+                kuryr_api::kube_version::require_supported(&version)?;
+                tracing::info!(kubernetes = %version.git_version, "API server version supported");
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the API server's version; not checked"),
+        }
         let cloud = Cloud::connect_with_observer(self.cloud_config(), Some(metrics.call_observer()))
             .await
             .context("connecting to OpenStack")?;
