@@ -5,9 +5,15 @@ neither, so it imports the application and serves it here.
 
 usage: wsgi_serve.py neutron|keystone PORT
 Neutron reads NEUTRON_CONF_DIR (neutron.conf + ml2_conf.ini); Keystone reads OS_KEYSTONE_CONFIG_FILES.
+
+At most WSGI_MAX_THREADS (24) requests are served at once; the rest wait in the listen backlog, as they would
+for a uwsgi with a fixed number of workers. Unbounded, a burst of requests took every connection of Neutron's
+database pool (5 + 50 overflow) while each thread still wanted one more: all of them waited forever inside
+open transactions and Neutron answered nothing but 500 (QueuePool limit ... reached) until restarted.
 """
 import os
 import sys
+import threading
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -25,9 +31,24 @@ else:
     sys.exit(f"unknown application {what}")
 
 
+MAX_THREADS = int(os.environ.get("WSGI_MAX_THREADS", "24"))
+
+
 class ThreadedServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
-    request_queue_size = 128
+    request_queue_size = 512
+    slots = threading.BoundedSemaphore(MAX_THREADS)
+
+    def process_request(self, request, client_address):
+        # Blocks the accept loop while every slot is busy: new connections queue in the backlog.
+        self.slots.acquire()
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class Handler(WSGIRequestHandler):
