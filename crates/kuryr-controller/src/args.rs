@@ -416,12 +416,13 @@ impl Args {
         let client = self.kube_client().await.context("connecting to Kubernetes")?;
         // An API server known to be too old is refused; one not reachable yet is not a reason to stop (the
         // watches retry until it answers, as they do after any outage).
-        match client.apiserver_version().await {
-            Ok(version) => {
+        match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+            Ok(Ok(version)) => {
                 kuryr_api::kube_version::require_supported(&version)?;
                 tracing::info!(kubernetes = %version.git_version, "API server version supported");
             }
-            Err(e) => tracing::warn!(error = %e, "could not read the API server's version; not checked"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not read the API server's version; not checked"),
+            Err(_) => tracing::warn!("the API server did not tell its version within 10 s; not checked"),
         }
         let cloud = Cloud::connect_with_observer(self.cloud_config(), Some(metrics.call_observer()))
             .await

@@ -207,27 +207,8 @@ async fn mixed_protocol_load_balancer(h: &Harness) -> anyhow::Result<()> {
         listeners == [("Tcp".to_string(), 53), ("Udp".to_string(), 53)],
         "listeners {listeners:?}"
     );
-    let fip_info = st.service_pub_ip_info.context("floating IP")?;
-    let fip = floating_ips::get(&h.backend.check, &fip_info.ip_id).await?;
-    let vip_port = st.loadbalancer.map(|l| l.port_id).unwrap_or_default();
-    ensure!(
-        fip.port_id.as_deref() == Some(vip_port.as_str()),
-        "one floating IP on the one VIP port: {:?} vs {vip_port}",
-        fip.port_id
-    );
-    let ingress = h
-        .services()
-        .get("dns")
-        .await?
-        .status
-        .and_then(|s| s.load_balancer)
-        .and_then(|l| l.ingress)
-        .and_then(|i| i.first().and_then(|i| i.ip.clone()));
-    ensure!(
-        ingress.as_deref() == Some(fip.floating_ip_address.as_str()),
-        "Service ingress {ingress:?}, floating IP {}",
-        fip.floating_ip_address
-    );
+    let fip_info = st.service_pub_ip_info.clone().context("floating IP")?;
+    let fip = svc_common::exposed_floating_ip(h, "dns", &k).await?;
     eprintln!(
         "[{kind}] mixed-protocol LoadBalancer: TCP+UDP :53 behind FIP {}",
         fip.floating_ip_address

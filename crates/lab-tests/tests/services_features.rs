@@ -214,33 +214,13 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
             k.status.as_ref().is_some_and(|s| s.service_pub_ip_info.is_some())
         })
         .await?;
-    let st = k.status.clone().unwrap_or_default();
-    let fip_info = st.service_pub_ip_info.clone().context("fip")?;
-    let vip_port = st
-        .loadbalancer
-        .as_ref()
-        .map(|l| l.port_id.clone())
-        .unwrap_or_default();
-    let fip = floating_ips::get(&h.backend.check, &fip_info.ip_id).await?;
-    ensure!(
-        fip.port_id.as_deref() == Some(vip_port.as_str()),
-        "FIP on the VIP port: {:?}",
-        fip.port_id
-    );
-    ensure!(
-        fip.floating_network_id == h.backend.external_network_id,
-        "FIP on the external network"
-    );
-    let svc = svcs.get("public").await?;
-    let ingress = svc
+    let fip_info = k
         .status
-        .and_then(|s| s.load_balancer)
-        .and_then(|l| l.ingress)
-        .and_then(|i| i.first().and_then(|i| i.ip.clone()));
-    ensure!(
-        ingress.as_deref() == Some(fip.floating_ip_address.as_str()),
-        "ingress {ingress:?}"
-    );
+        .as_ref()
+        .and_then(|s| s.service_pub_ip_info.clone())
+        .context("fip")?;
+    let fip = svc_common::exposed_floating_ip(h, "public", &k).await?;
+    let vip_port = fip.port_id.clone().unwrap_or_default();
     eprintln!(
         "[{kind}] LoadBalancer Service: FIP {} -> VIP port {vip_port}",
         fip.floating_ip_address

@@ -460,6 +460,43 @@ pub fn lb_id(k: &KuryrLoadBalancer) -> String {
         .unwrap_or_default()
 }
 
+/// The floating IP of a type=LoadBalancer Service, checked the way an operator would: it sits on the
+/// load balancer's VIP port, comes from the external network, and is the Service's ingress IP.
+pub async fn exposed_floating_ip(
+    h: &Harness,
+    svc: &str,
+    k: &KuryrLoadBalancer,
+) -> anyhow::Result<floating_ips::FloatingIp> {
+    let st = k.status.clone().unwrap_or_default();
+    let info = st.service_pub_ip_info.context("no floating IP in the status")?;
+    let vip_port = st.loadbalancer.map(|l| l.port_id).unwrap_or_default();
+    let fip = floating_ips::get(&h.backend.check, &info.ip_id).await?;
+    anyhow::ensure!(
+        fip.port_id.as_deref() == Some(vip_port.as_str()),
+        "floating IP on {:?}, the VIP port is {vip_port}",
+        fip.port_id
+    );
+    anyhow::ensure!(
+        fip.floating_network_id == h.backend.external_network_id,
+        "floating IP on network {}, not the external network",
+        fip.floating_network_id
+    );
+    let ingress = h
+        .services()
+        .get(svc)
+        .await?
+        .status
+        .and_then(|s| s.load_balancer)
+        .and_then(|l| l.ingress)
+        .and_then(|i| i.first().and_then(|i| i.ip.clone()));
+    anyhow::ensure!(
+        ingress.as_deref() == Some(fip.floating_ip_address.as_str()),
+        "Service ingress {ingress:?}, floating IP {}",
+        fip.floating_ip_address
+    );
+    Ok(fip)
+}
+
 /// `Supported` condition of the KuryrLoadBalancer: (status, reason).
 pub fn supported(k: &KuryrLoadBalancer) -> Option<(String, String)> {
     let c = kuryr_api::conditions::find_condition(&k.status.as_ref()?.conditions, "Supported")?;
