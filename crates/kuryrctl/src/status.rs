@@ -60,7 +60,10 @@ pub fn pod_drift(vif: &kuryr_api::Vif, port: Option<CloudPort<'_>>) -> Vec<Strin
             _ => {}
         }
     }
-    if vif.active && p.status != "ACTIVE" {
+    // A nested-macvlan pod's port is never bound (its traffic leaves through the VM's port, which carries
+    // the pod's address pair): DOWN is its normal state, not drift.
+    let bound_port = vif.vif_type != kuryr_api::VifType::NestedMacvlan;
+    if bound_port && vif.active && p.status != "ACTIVE" {
         d.push(format!("status says active, port is {}", p.status));
     }
     d
@@ -424,6 +427,23 @@ mod tests {
         assert_eq!(
             pod_drift(&vif(Some(101), true), Some(elsewhere)),
             vec!["on trunk t9, status says t1"]
+        );
+    }
+
+    #[test]
+    fn an_unbound_macvlan_pod_port_is_down_by_design_not_drift() {
+        let mut macvlan = vif(None, true);
+        macvlan.vif_type = kuryr_api::VifType::NestedMacvlan;
+        let down = CloudPort {
+            status: "DOWN",
+            tagged: true,
+            on_trunk: None,
+        };
+        assert!(pod_drift(&macvlan, Some(down)).is_empty());
+        // The same DOWN port behind a VLAN VIF that says active is drift.
+        assert_eq!(
+            pod_drift(&vif(None, true), Some(down)),
+            vec!["status says active, port is DOWN"]
         );
     }
 }
