@@ -86,6 +86,7 @@ impl Error {
         match self {
             Error::Kube { .. } => "KubernetesError",
             Error::OpenStack(e) if e.is_over_quota() => "OverQuota",
+            Error::OpenStack(e) if e.is_request_too_large() => "RequestTooLarge",
             Error::OpenStack(e) if crate::ports::pool::is_out_of_addresses(e) => "SubnetFull",
             Error::OpenStack(e) if is_unavailable(e) => "NeutronUnavailable",
             Error::OpenStack(_) => "NeutronError",
@@ -109,7 +110,7 @@ impl Error {
 
     /// Errors that no retry soon will fix (configuration, a node without trunk): retried slowly.
     pub fn is_permanent(&self) -> bool {
-        matches!(
+        let core_or_unsupported = matches!(
             self,
             Error::Core(
                 CoreError::NoTrunkOnNode { .. }
@@ -118,7 +119,22 @@ impl Error {
                     | CoreError::InvalidVlanRange { .. }
                     | CoreError::NoSubnet { .. }
             ) | Error::Unsupported(_)
-        )
+        );
+        // A request refused for its size is refused again until the object changes, wherever it failed.
+        core_or_unsupported || self.openstack().is_some_and(|e| e.is_request_too_large())
+    }
+
+    /// The cloud's error behind this one, also inside a finalizer's apply or cleanup.
+    pub fn openstack(&self) -> Option<&kuryr_openstack::Error> {
+        match self {
+            Error::OpenStack(e) => Some(e),
+            Error::Finalizer(f) => match &**f {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.openstack(),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
@@ -142,5 +158,23 @@ mod tests {
         assert_eq!(missing.metric_label(), "finalizer");
         assert!(!Error::NodeNotFound("w1".into()).is_permanent());
         assert_eq!(Error::NodeNotFound("w1".into()).reason(), "NodeNotFound");
+    }
+
+    #[test]
+    fn a_request_too_large_is_named_and_permanent_even_inside_a_finalizer() {
+        let api = kuryr_openstack::Error::Api(Box::new(kuryr_openstack::ApiFailure {
+            service: kuryr_openstack::Service::LoadBalancer,
+            op: "octavia.loadbalancers.create",
+            method: "POST".into(),
+            status: 413,
+            kind: kuryr_openstack::ErrorKind::RequestTooLarge,
+            code: String::new(),
+            message: "Request is too large.".into(),
+            request_id: None,
+            attempts: 1,
+        }));
+        let wrapped = Error::Finalizer(Box::new(FinalizerError::ApplyFailed(Error::OpenStack(api))));
+        assert!(wrapped.is_permanent());
+        assert_eq!(wrapped.reason(), "RequestTooLarge");
     }
 }

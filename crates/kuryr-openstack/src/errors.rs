@@ -151,6 +151,11 @@ impl Error {
         self.kind() == Some(ErrorKind::OverQuota)
     }
 
+    /// Refused for its size: the same request never passes.
+    pub fn is_request_too_large(&self) -> bool {
+        self.kind() == Some(ErrorKind::RequestTooLarge)
+    }
+
     /// Short, bounded label for metrics and Event reasons.
     pub fn metric_label(&self) -> &'static str {
         match self {

@@ -22,6 +22,9 @@ pub enum ErrorKind {
     /// Neutron 409 `OverQuota`, Octavia 403 "Quota has been met".
     OverQuota,
     TooManyRequests,
+    /// 413 for the request's size (oslo.middleware's `max_request_body_size`, 112 KiB by default): the same
+    /// request will be refused again; it has to be split.
+    RequestTooLarge,
     ServerError,
     /// 501: the provider or driver does not support what was asked.
     NotImplemented,
@@ -40,6 +43,7 @@ impl ErrorKind {
             ErrorKind::Pending => "pending",
             ErrorKind::OverQuota => "over_quota",
             ErrorKind::TooManyRequests => "too_many_requests",
+            ErrorKind::RequestTooLarge => "request_too_large",
             ErrorKind::ServerError => "server_error",
             ErrorKind::NotImplemented => "not_implemented",
             ErrorKind::Other => "other",
@@ -164,8 +168,14 @@ pub fn error_kind(status: u16, body: &[u8]) -> ErrorKind {
             _ if message.contains("immutable") || message.contains("PENDING_") => ErrorKind::Pending,
             _ => ErrorKind::Conflict,
         },
-        // Older Neutron answered quota errors with 413 OverLimit.
-        413 => ErrorKind::OverQuota,
+        // Older Neutron answered quota errors with 413 OverLimit; any other 413 is the body-size limit.
+        413 if code == "OverQuota"
+            || code == "OverLimit"
+            || message.to_ascii_lowercase().contains("quota") =>
+        {
+            ErrorKind::OverQuota
+        }
+        413 => ErrorKind::RequestTooLarge,
         429 => ErrorKind::TooManyRequests,
         501 => ErrorKind::NotImplemented,
         500..=599 => ErrorKind::ServerError,
@@ -381,6 +391,27 @@ mod tests {
             classify(Outcome::Transport(TransportKind::Other), &Method::GET, "x"),
             Decision::Fail(ErrorKind::Other)
         );
+    }
+
+    #[test]
+    fn a_request_over_the_body_size_limit_is_refused_for_good_and_an_old_quota_413_is_still_a_quota() {
+        // oslo.middleware's sizelimit (Octavia and Neutron): no error class, a plain text/HTML body.
+        let too_large =
+            b"<html><body><h1>413 Request Entity Too Large</h1>Request is too large.</body></html>";
+        assert_eq!(error_kind(413, too_large), ErrorKind::RequestTooLarge);
+        assert_eq!(
+            classify(
+                Outcome::Response {
+                    status: 413,
+                    body: too_large
+                },
+                &Method::POST,
+                "octavia.loadbalancers.create"
+            ),
+            Decision::Fail(ErrorKind::RequestTooLarge)
+        );
+        let over_limit = br#"{"NeutronError": {"type": "OverLimit", "message": "Quota exceeded for resources: ['port']."}}"#;
+        assert_eq!(error_kind(413, over_limit), ErrorKind::OverQuota);
     }
 
     #[test]

@@ -577,17 +577,9 @@ async fn report(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbC
 }
 
 fn reason(err: &Error) -> &'static str {
-    let os = match err {
-        Error::OpenStack(e) => Some(e),
-        Error::Finalizer(f) => match &**f {
-            kube::runtime::finalizer::Error::ApplyFailed(Error::OpenStack(e))
-            | kube::runtime::finalizer::Error::CleanupFailed(Error::OpenStack(e)) => Some(e),
-            _ => None,
-        },
-        _ => None,
-    };
-    match os {
+    match err.openstack() {
         Some(e) if e.is_over_quota() => "OverQuota",
+        Some(e) if e.is_request_too_large() => "RequestTooLarge",
         Some(_) => "OctaviaError",
         None => err.reason(),
     }
