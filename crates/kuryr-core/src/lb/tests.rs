@@ -210,20 +210,10 @@ fn endpoint_slices_v1_keep_readiness_and_skip_fqdn() {
     ];
     let out = endpoints::from_slices(slices.iter(), false);
     assert_eq!(out.len(), 2);
+    assert_eq!(pool_members(out.clone()), vec![("10.0.0.1".to_owned(), 8080)]);
     let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
     let spec = service_spec(&s, out, &defaults()).unwrap().0;
     let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
-    let members: Vec<_> = lb
-        .listeners
-        .values()
-        .next()
-        .unwrap()
-        .pool
-        .members
-        .keys()
-        .cloned()
-        .collect();
-    assert_eq!(members, vec![("10.0.0.1".to_owned(), 8080)]);
     // Manual endpoints (no targetRef) are named by address.
     assert_eq!(
         lb.listeners.values().next().unwrap().pool.members[&("10.0.0.1".to_owned(), 8080)],
