@@ -86,11 +86,7 @@ async fn many_slices(h: &Harness) -> anyhow::Result<()> {
         "the KuryrLoadBalancer spec has {spec_slices} slices, the API server {}",
         slices.len()
     );
-    let members: std::collections::BTreeSet<_> = klb
-        .status
-        .as_ref()
-        .map(|s| s.members.iter().map(|m| m.ip.clone()).collect())
-        .unwrap_or_default();
+    let members = member_ips(&klb);
     for (_, ip) in &pods {
         ensure!(members.contains(ip), "{ip} is not a member");
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kuryr_api::loadbalancer::LbEndpointSlice;
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectMeta, Resource, ResourceExt, Service};
 use kuryr_core::lb::{endpoints, service_spec, SpecDefaults};
@@ -15,7 +16,7 @@ use serde_json::json;
 use tracing::{info, instrument, warn};
 
 use super::context::LbContext;
-use super::{finalizer, SERVICE_NAME_LABEL};
+use super::{finalizer, service_of};
 use crate::errors::{Error, Result};
 
 pub const CONTROLLER: &str = "service";
@@ -148,19 +149,12 @@ fn young(svc: &Service) -> bool {
 
 /// The Service's backends from its EndpointSlices, and whether it has any slice at all.
 fn backends(ctx: &LbContext, ns: &str, name: &str, publish: bool) -> (Vec<LbEndpointSlice>, bool) {
+    let svc = ObjectRef::<Service>::new(name).within(ns);
     let mine: Vec<_> = ctx
         .slices
         .state()
         .into_iter()
-        .filter(|s| {
-            s.metadata.namespace.as_deref() == Some(ns)
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .map(String::as_str)
-                    == Some(name)
-        })
+        .filter(|s| service_of(s).as_ref() == Some(&svc))
         .collect();
     let found = !mine.is_empty();
     (endpoints::from_slices(mine.iter().map(|s| &**s), publish), found)

@@ -107,6 +107,13 @@ impl ServicesConfig {
     }
 }
 
+/// The Service an EndpointSlice belongs to, by its `kubernetes.io/service-name` label.
+pub fn service_of(slice: &EndpointSlice) -> Option<ObjectRef<Service>> {
+    let ns = slice.metadata.namespace.as_deref()?;
+    let svc = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+    Some(ObjectRef::new(svc).within(ns))
+}
+
 fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
 where
     K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
@@ -160,16 +167,7 @@ pub async fn run(
         .modify(slim::meta)
         .reflect(slice_writer)
         .touched_objects();
-    svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| {
-        let ns = s.metadata.namespace.clone();
-        let svc = s
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            .cloned();
-        svc.zip(ns).map(|(svc, ns)| ObjectRef::new(&svc).within(&ns))
-    });
+    svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
     let project_id = config.project_id.clone();
     let ctx = Arc::new(LbContext::new(
         client,
