@@ -87,13 +87,13 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     let uid = klb.uid().ok_or(Error::MissingField("metadata.uid"))?;
     // The watch event of our own status write (or a resync) before the next look is due: nothing
     // changed, and reading Octavia again would only spend the client's rate budget.
-    if let Some(wait) = ctx.not_due(&uid, klb.resource_version().as_deref()) {
+    if let Some(wait) = ctx.not_due(&uid, klb.resource_version().as_deref(), klb.metadata.generation) {
         return Ok(Action::requeue(wait));
     }
     ctx.look_now(&uid);
     let (after, written) = apply_round(api, klb, ctx, &uid).await?;
     if let Some(rv) = written.or_else(|| klb.resource_version()) {
-        ctx.due_in(&uid, rv, after);
+        ctx.due_in(&uid, rv, klb.metadata.generation, after);
     }
     Ok(Action::requeue(after))
 }

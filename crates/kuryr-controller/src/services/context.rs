@@ -48,12 +48,37 @@ struct State {
     /// Per LB id: its listeners, pools and health monitors as last read in full (or as the create answered),
     /// and when. Reused while the status tree shows the same objects, so a poll is one read.
     observed: HashMap<String, (Instant, ObservedLb)>,
-    /// Per KLB uid: the resourceVersion it had when a round finished, and when the next look is due.
-    looks: HashMap<String, (String, Instant)>,
+    /// Per KLB uid: what the last round left and when the next look is due.
+    looks: HashMap<String, Look>,
     /// Per KLB uid: when its tagged load balancers were last listed.
     listed: HashMap<String, Instant>,
     /// KLB uids with (possibly) stray load balancers to delete.
     sweep_wanted: HashSet<String>,
+}
+
+/// The object as the last round left it: the resourceVersion of its status write (or of the object it
+/// read) and the spec generation it acted on. The two differ in time when the spec changed while the
+/// round ran: the status write then answers with the newer generation, which the round never saw.
+#[derive(Clone, Debug, PartialEq)]
+struct Look {
+    resource_version: String,
+    generation: Option<i64>,
+    due: Instant,
+}
+
+impl Look {
+    /// How long until the next look, if the object is exactly what the round left and acted on.
+    fn wait(
+        &self,
+        resource_version: Option<&str>,
+        generation: Option<i64>,
+        now: Instant,
+    ) -> Option<Duration> {
+        if Some(self.resource_version.as_str()) != resource_version || self.generation != generation {
+            return None;
+        }
+        Some(self.due.saturating_duration_since(now)).filter(|d| !d.is_zero())
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -204,22 +229,29 @@ impl LbContext {
     // === next look ===
 
     /// How long until the next look at `uid` is due, when the object is still exactly as the last round
-    /// left it (`resource_version`): the watch event of our own status write, or a resync, needs no
-    /// Octavia reads. `None`: look now.
-    pub fn not_due(&self, uid: &str, resource_version: Option<&str>) -> Option<Duration> {
-        let st = lock(&self.state);
-        let (rv, at) = st.looks.get(uid)?;
-        if Some(rv.as_str()) != resource_version {
-            return None;
-        }
-        Some(at.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
-    }
-
-    /// The round left `uid` at `resource_version`; the next look is due `after` from now.
-    pub fn due_in(&self, uid: &str, resource_version: String, after: Duration) {
+    /// left it (`resource_version`) with the spec it acted on (`generation`): the watch event of our own
+    /// status write, or a resync, needs no Octavia reads. `None`: look now.
+    pub fn not_due(
+        &self,
+        uid: &str,
+        resource_version: Option<&str>,
+        generation: Option<i64>,
+    ) -> Option<Duration> {
         lock(&self.state)
             .looks
-            .insert(uid.to_owned(), (resource_version, Instant::now() + after));
+            .get(uid)?
+            .wait(resource_version, generation, Instant::now())
+    }
+
+    /// The round acted on `generation` and left `uid` at `resource_version`; the next look is due `after`
+    /// from now.
+    pub fn due_in(&self, uid: &str, resource_version: String, generation: Option<i64>, after: Duration) {
+        let look = Look {
+            resource_version,
+            generation,
+            due: Instant::now() + after,
+        };
+        lock(&self.state).looks.insert(uid.to_owned(), look);
     }
 
     pub fn look_now(&self, uid: &str) {
@@ -294,5 +326,48 @@ impl LbContext {
         note: String,
     ) {
         publish(&self.recorder, obj, type_, reason, action, note).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn look(rv: &str, generation: i64) -> Look {
+        Look {
+            resource_version: rv.into(),
+            generation: Some(generation),
+            due: Instant::now() + Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn the_echo_of_our_own_status_write_is_not_due() {
+        let l = look("42", 2);
+        assert!(l.wait(Some("42"), Some(2), Instant::now()).is_some());
+    }
+
+    #[test]
+    fn any_other_version_is_due() {
+        let l = look("42", 2);
+        assert_eq!(l.wait(Some("43"), Some(2), Instant::now()), None);
+        assert_eq!(l.wait(None, Some(2), Instant::now()), None);
+    }
+
+    #[test]
+    fn a_spec_changed_while_the_round_ran_is_due_even_at_the_written_version() {
+        // The round acted on generation 2; its status write answered resourceVersion 42 with generation
+        // 3 (the Service front end patched the spec meanwhile). That object is not what the round saw.
+        let l = look("42", 2);
+        assert_eq!(l.wait(Some("42"), Some(3), Instant::now()), None);
+    }
+
+    #[test]
+    fn past_the_due_time_it_is_due() {
+        let l = look("42", 2);
+        assert_eq!(
+            l.wait(Some("42"), Some(2), l.due + Duration::from_millis(1)),
+            None
+        );
     }
 }

@@ -5,6 +5,8 @@
 //! kube-controller-manager builds Endpoints from them.
 #![allow(dead_code)]
 
+pub mod slice_watch;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -367,8 +369,13 @@ impl Harness {
                 last = Some(k);
             }
             if Instant::now() > deadline {
+                let spec_endpoints: usize = last
+                    .as_ref()
+                    .map(|k| k.spec.endpoint_slices.iter().map(|s| s.endpoints.len()).sum())
+                    .unwrap_or_default();
                 bail!(
-                    "{name}: {what} not reached within {WAIT:?}; last status: {}",
+                    "{name}: {what} not reached within {WAIT:?}; generation {:?}, {spec_endpoints} endpoints in the spec; last status: {}",
+                    last.as_ref().and_then(|k| k.metadata.generation),
                     serde_json::to_string(&last.and_then(|k| k.status)).unwrap_or_default()
                 );
             }
