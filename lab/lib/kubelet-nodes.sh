@@ -139,14 +139,6 @@ cmd_up() {
       ctr --address "$d/containerd.sock" -n k8s.io images ls -q | grep -qx "local.test/$img:1" \
         || ctr --address "$d/containerd.sock" -n k8s.io images import "$IMAGES/$img.tar" >/dev/null
     done
-    # the CNI network of this node: kuryr-cni talking to this node's daemon
-    cat >"$d/cni-conf/10-kuryr.conflist" <<EOC
-{
-  "cniVersion": "1.1.0",
-  "name": "kuryr",
-  "plugins": [{"type": "kuryr-cni", "socketPath": "$d/kuryr/cni.sock", "timeoutSeconds": 75}]
-}
-EOC
     # kuryr-daemon (restarted when the binary changed)
     local sum; sum=$(sha256sum "$TARGET/kuryr-daemon" | cut -c1-16)
     if running "kuryr-daemon-$node" && [ "$(cat "$d/kuryr/daemon.sum" 2>/dev/null)" != "$sum" ]; then
@@ -158,9 +150,14 @@ EOC
       cp "$TARGET/kuryr-daemon" "$d/kuryr/kuryr-daemon"; echo "$sum" >"$d/kuryr/daemon.sum"
       KUBECONFIG=$S/k8s/kubeconfig NO_COLOR=1 RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
         "$d/kuryr/kuryr-daemon" --node-name "$node" --socket "$d/kuryr/cni.sock" \
-        --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" --link-iface eth0
+        --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" --link-iface eth0 \
+        --cni-conf-dir "$d/cni-conf"
       waitfor "kuryr-daemon $node" 30 curl -sf "http://127.0.0.1:$((P_KDAEMON + idx))/readyz" \
         || fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
+    fi
+    # The daemon writes this node's CNI network (kuryr-cni talking to it) once it serves.
+    if ! waitfor "kuryr-daemon $node to write its conflist" 30 test -s "$d/cni-conf/10-kuryr.conflist"; then
+      fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
     fi
     # kubelet
     if ! running "kubelet-$node"; then

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use kuryr_cni::binding::{NetlinkBinder, NetlinkBinderConfig};
-use kuryr_cni::daemon::{health, server, watch, Daemon, DaemonConfig, NodeCache};
+use kuryr_cni::daemon::{conflist, health, server, watch, Daemon, DaemonConfig, NodeCache};
 use prometheus_client::registry::Registry;
 use tracing::info;
 
@@ -43,6 +43,21 @@ struct Args {
     /// Where the runtime keeps sandbox namespaces (searched for stale interfaces).
     #[arg(long, env = "KURYR_NETNS_DIR", default_value = "/var/run/netns")]
     netns_dir: PathBuf,
+    /// The runtime's CNI configuration directory (e.g. /etc/cni/net.d, as mounted). When set, the daemon
+    /// writes its conflist there once it serves and removes it when it stops.
+    #[arg(long, env = "KURYR_CNI_CONF_DIR")]
+    cni_conf_dir: Option<PathBuf>,
+    /// The conflist's file name in --cni-conf-dir.
+    #[arg(long, env = "KURYR_CNI_CONF_NAME", default_value = conflist::DEFAULT_NAME)]
+    cni_conf_name: String,
+    /// The socket's path as the plugin on the host sees it, when it differs from --socket (the daemon's
+    /// view inside its container).
+    #[arg(long, env = "KURYR_CNI_HOST_SOCKET")]
+    cni_host_socket: Option<PathBuf>,
+    /// Leave the conflist in place when the daemon stops (the node keeps reporting its network ready
+    /// while the daemon restarts; ADDs meanwhile wait in the plugin up to its timeout).
+    #[arg(long, env = "KURYR_KEEP_CNI_CONF")]
+    keep_cni_conf: bool,
 }
 
 #[tokio::main]
@@ -83,14 +98,71 @@ async fn main() -> anyhow::Result<()> {
     let admin = tokio::net::TcpListener::bind(args.health_addr)
         .await
         .with_context(|| format!("binding {}", args.health_addr))?;
-    tokio::spawn(async move { axum::serve(admin, health::router(cache, registry)).await });
+    let health_cache = cache.clone();
+    tokio::spawn(async move { axum::serve(admin, health::router(health_cache, registry)).await });
 
     let listener =
         server::bind_socket(&args.socket).with_context(|| format!("binding {}", args.socket.display()))?;
     info!(socket = %args.socket.display(), node = %args.node_name, "serving CNI requests");
+    let conf = args.cni_conf_dir.clone().map(|dir| {
+        let socket = args
+            .cni_host_socket
+            .clone()
+            .unwrap_or_else(|| args.socket.clone());
+        // The plugin waits a little longer than an ADD may take, so the daemon's own error reaches it.
+        let content = conflist::render(&socket, args.add_timeout + 15);
+        tokio::spawn(install_conflist(
+            cache.clone(),
+            dir,
+            args.cni_conf_name.clone(),
+            content,
+        ))
+    });
     server::serve(listener, daemon, shutdown_signal()).await;
+    if let Some(task) = conf {
+        task.abort();
+        if let Ok(Some(installed)) = task.await {
+            if args.keep_cni_conf {
+                info!(path = %installed.path().display(), "leaving the CNI conflist in place");
+            } else {
+                let path = installed.path().to_owned();
+                match installed.remove() {
+                    Ok(()) => info!(path = %path.display(), "CNI conflist removed"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove the CNI conflist")
+                    }
+                }
+            }
+        }
+    }
     let _ = std::fs::remove_file(&args.socket);
     Ok(())
+}
+
+/// Writes the conflist once the caches are synced (the socket is already bound); returns what it wrote,
+/// for shutdown to remove.
+async fn install_conflist(
+    cache: Arc<NodeCache>,
+    dir: PathBuf,
+    name: String,
+    content: String,
+) -> Option<conflist::Installed> {
+    let mut changed = cache.subscribe();
+    while !cache.is_synced() {
+        if changed.changed().await.is_err() {
+            return None;
+        }
+    }
+    match conflist::install(&dir, &name, &content) {
+        Ok(installed) => {
+            info!(path = %installed.path().display(), "CNI conflist written: this node takes pods now");
+            Some(installed)
+        }
+        Err(e) => {
+            tracing::error!(dir = %dir.display(), error = %e, "could not write the CNI conflist");
+            None
+        }
+    }
 }
 
 async fn shutdown_signal() {

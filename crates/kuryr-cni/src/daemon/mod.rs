@@ -2,6 +2,7 @@
 //! OpenStack; everything it needs is in the KuryrPort.
 
 pub mod cache;
+pub mod conflist;
 mod handler;
 pub mod health;
 pub mod metrics;
