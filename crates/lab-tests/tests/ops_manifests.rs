@@ -1,7 +1,8 @@
 //! deploy/: every manifest of the kustomize base passes a server-side dry run against the lab's
 //! kube-apiserver (through kube-rs, and through `kubectl apply --dry-run=server -k` when kubectl is
-//! installed); RBAC has no wildcards; the controller runs 2 replicas; the daemon's conflist is the one in
-//! deploy/cni/. And the Grafana dashboard uses only metric names the binaries export (collected from their
+//! installed); RBAC has no wildcards; the workloads can start on a fresh cluster where kuryr-rs is the CNI
+//! (controller on the host network, one per node, credentials readable; the daemon writes the conflist
+//! itself; explicit pull policy and a real tag). And the Grafana dashboard uses only metric names the binaries export (collected from their
 //! registries).
 
 use std::collections::BTreeSet;
@@ -103,8 +104,7 @@ fn kubectl_dry_run(lab: &Lab) -> anyhow::Result<()> {
 }
 
 #[test]
-fn rbac_has_no_wildcards_the_controller_has_two_replicas_and_the_daemon_installs_the_conflist(
-) -> anyhow::Result<()> {
+fn rbac_has_no_wildcards_and_the_workloads_can_run_on_a_fresh_cluster() -> anyhow::Result<()> {
     let docs = manifests()?;
     for (file, doc) in &docs {
         if let Some(rules) = doc["rules"].as_sequence() {
@@ -119,36 +119,120 @@ fn rbac_has_no_wildcards_the_controller_has_two_replicas_and_the_daemon_installs
             }
         }
     }
+    let kustomization: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(deploy_dir().join("kustomization.yaml"))?)?;
+    let tag = kustomization["images"][0]["newTag"].as_str().unwrap_or_default();
+    ensure!(
+        !tag.is_empty() && tag != "latest",
+        "the base names a real image tag (latest means pull policy Always and whatever the registry has): {tag:?}"
+    );
+    for (file, doc) in &docs {
+        let spec = &doc["spec"]["template"]["spec"];
+        for list in ["initContainers", "containers"] {
+            for c in spec[list].as_sequence().map(Vec::as_slice).unwrap_or_default() {
+                ensure!(
+                    c["imagePullPolicy"] == "IfNotPresent",
+                    "{file}: {} has no explicit IfNotPresent pull policy",
+                    c["name"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    // The controller: on the host network (a pod network needs it first), one per node, allowed on nodes
+    // whose network is not ready yet, credentials readable by its group only.
     let deployment = docs
         .iter()
         .find(|(_, d)| d["kind"] == "Deployment" && d["metadata"]["name"] == "kuryr-controller")
         .context("controller Deployment")?;
-    ensure!(deployment.1["spec"]["replicas"].as_u64() == Some(2), "replicas");
-    let args = serde_yaml::to_string(&deployment.1["spec"]["template"]["spec"]["containers"][0]["command"])?;
+    let d = &deployment.1["spec"];
+    ensure!(d["replicas"].as_u64() == Some(2), "replicas");
+    let pod = &d["template"]["spec"];
+    ensure!(pod["hostNetwork"] == true, "controller on the host network");
+    ensure!(
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            .as_sequence()
+            .is_some_and(|t| !t.is_empty()),
+        "required anti-affinity"
+    );
+    let tolerates = |key: &str| {
+        pod["tolerations"]
+            .as_sequence()
+            .is_some_and(|ts| ts.iter().any(|t| t["key"] == key))
+    };
+    ensure!(tolerates("node.kubernetes.io/not-ready"), "not-ready toleration");
+    ensure!(
+        pod["priorityClassName"] == "system-cluster-critical",
+        "controller priority class"
+    );
+    let group = pod["securityContext"]["fsGroup"].as_u64().context("fsGroup")?;
+    ensure!(
+        pod["securityContext"]["runAsGroup"].as_u64() == Some(group)
+            || pod["securityContext"]["runAsUser"].as_u64() == Some(group),
+        "fsGroup is the controller's own group"
+    );
+    let clouds = pod["volumes"]
+        .as_sequence()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "clouds"))
+        .context("clouds volume")?;
+    let mode = clouds["secret"]["defaultMode"].as_u64().context("secret mode")?;
+    ensure!(
+        mode & 0o040 != 0 && mode & 0o007 == 0,
+        "the clouds.yaml Secret is group-readable and not world-readable: {mode:o}"
+    );
+    let c = &pod["containers"][0];
+    let args = serde_yaml::to_string(&c["command"])?;
     ensure!(
         args.contains("--config"),
         "the controller is not pointed at its config file"
     );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        ensure!(c[probe]["httpGet"]["path"].is_string(), "controller {probe}");
+    }
+    let config = docs
+        .iter()
+        .find(|(_, d)| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "kuryr-config")
+        .context("controller ConfigMap")?;
+    let settings: serde_yaml::Value =
+        serde_yaml::from_str(config.1["data"]["kuryr.yaml"].as_str().context("kuryr.yaml")?)?;
+    for key in ["pod_subnet", "service_subnet", "external_network", "cluster_id"] {
+        ensure!(settings[key].is_string(), "the controller config sets {key}");
+    }
+
+    // The daemon: the plugin binary from the init step, the conflist from the daemon once it serves.
     let ds = docs
         .iter()
         .find(|(_, d)| d["kind"] == "DaemonSet")
         .context("DaemonSet")?;
+    let pod = &ds.1["spec"]["template"]["spec"];
     ensure!(
-        ds.1["spec"]["template"]["spec"]["initContainers"][0]["name"] == "install-cni",
+        pod["initContainers"][0]["name"] == "install-cni",
         "CNI install step"
     );
-    let cm = docs
-        .iter()
-        .find(|(_, d)| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "kuryr-cni-config")
-        .context("CNI ConfigMap")?;
-    let in_cm: serde_json::Value =
-        serde_json::from_str(cm.1["data"]["10-kuryr.conflist"].as_str().context("conflist")?)?;
-    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
-        deploy_dir().join("cni/10-kuryr.conflist"),
-    )?)?;
+    let init = serde_yaml::to_string(&pod["initContainers"][0]["command"])?;
     ensure!(
-        in_cm == file,
-        "the DaemonSet's conflist differs from deploy/cni/10-kuryr.conflist"
+        !init.contains("conflist") && !init.contains("net.d"),
+        "the init step writes no conflist (the daemon does, once it serves)"
+    );
+    let daemon = &pod["containers"][0];
+    let conf_dir = daemon["env"]
+        .as_sequence()
+        .and_then(|es| es.iter().find(|e| e["name"] == "KURYR_CNI_CONF_DIR"))
+        .and_then(|e| e["value"].as_str())
+        .context("KURYR_CNI_CONF_DIR")?;
+    ensure!(
+        daemon["volumeMounts"]
+            .as_sequence()
+            .is_some_and(|ms| ms.iter().any(|m| m["mountPath"] == conf_dir)),
+        "{conf_dir} is mounted from the host"
+    );
+    ensure!(
+        daemon["readinessProbe"]["httpGet"]["path"] == "/readyz",
+        "daemon readiness"
+    );
+    ensure!(
+        ds.1["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].as_u64() == Some(1),
+        "daemon rolls one node at a time"
     );
     Ok(())
 }
