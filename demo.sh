@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: brings up the lab (real Kubernetes API + Keystone + Neutron on ML2/OVN +
-# Octavia, worker "VMs" as network namespaces, two of them real nodes with containerd + kubelet + kuryr-daemon),
-# installs the kuryr-rs CRDs, runs kuryr-controller against it, applies the sample workload in examples/ (pods
+# Octavia, worker "VMs" as network namespaces, two of them real nodes with containerd + kubelet), installs
+# kuryr-rs from its image the way an operator does (lab/lab kuryr install: deploy/image/build, the archive
+# imported into each node's containerd, kubectl apply -k of lab/overlay around deploy/: kuryr-controller and the
+# kuryr-daemon DaemonSet run as pods under their own ServiceAccounts), applies the sample workload in examples/ (pods
 # created by kubelet → containerd → kuryr-cni → kuryr-daemon) and prints pod → Neutron port → VLAN/IP → node,
 # each Service's Octavia load balancer (listeners, members, floating IP), then a ping matrix between the pods
 # (through real OVN) and between the VMs. Idempotent: a second run reuses
@@ -25,9 +27,17 @@ else driver=nested-macvlan
   why="this kernel has no 802.1Q, so every pod is a macvlan of its VM's eth0 with a VRRP MAC paired with its IP on the VM's port"
 fi
 ip netns del "$probe"
-echo "== kuryr-controller ($driver: $why)"
-cargo build -q --locked -p kuryr-controller
+echo "== kuryr-rs installed from its image ($driver: $why)"
+echo "   deploy/image/build → ctr images import on each kubelet node → kubectl apply -k (lab/overlay around deploy/)"
 . lab/lib/common.sh
+# A host-process kuryr-controller from an older demo gives way to the installed one.
+if running kuryr-controller; then
+  pid=$(cat "$(pidfile kuryr-controller)"); kill "$pid"; waitfor "the old kuryr-controller process to exit" 30 sh -c "! kill -0 $pid"
+  rm -f "$(pidfile kuryr-controller)"
+fi
+KURYR_INSTALL_NAMESPACE=kuryr-demo lab/lab kuryr install
+lab/lab kuryr status | sed 's/^/  /'
+cargo build -q --locked -p kuryr-controller
 target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug
 lab_json() { jq -r ".$1" "$KURYR_LAB_STATE/lab.json"; }
 # run_controller NAME METRICS_PORT ARGS...: one kuryr-controller process, restarted when its settings changed.
@@ -49,17 +59,15 @@ run_controller() {
     echo "  $name: started (log $LAB_STATE/log/$name.log, metrics http://127.0.0.1:$port/metrics)"
   fi
 }
-# kuryr-demo: pods on the kubelet nodes, Services on Octavia (ovn provider).
-run_controller kuryr-controller 28082 --cluster-id kuryr-lab --namespace kuryr-demo \
-  --pod-subnet "$(lab_json pod_subnet_id)" --vif-driver "$driver" \
-  --service-subnet "$(lab_json service_subnet_id)" --external-network "$(lab_json external_network_id)" --lb-provider ovn
 # kuryr-demo-policy: a network of its own (namespace subnet driver) and NetworkPolicies as security groups; its
-# pods are trunk subports on vm3 (no kubelet there, so they are wired but never start).
+# pods are trunk subports on vm3 (no kubelet there, so they are wired but never start). Other settings than the
+# installed controller's, so a host process of the same build.
+echo "== kuryr-controller-policy (host process, for kuryr-demo-policy)"
 run_controller kuryr-controller-policy 28083 --cluster-id kuryr-lab-policy --namespace kuryr-demo-policy \
   --pod-subnet "$(lab_json pod_subnet_id)" --vif-driver nested-vlan --ports-pool=false \
   --subnet-driver namespace --namespace-prefixes 198.18.64.0/20 --namespace-prefixlen 24 --network-policy
 echo
-echo "== kuryr-daemon on each kubelet node (started by lab/lab up; logs $LAB_STATE/log/kuryr-daemon-<node>.log)"
+echo "== kuryr-daemon on each kubelet node (the DaemonSet's pods; kubectl -n kube-system logs ds/kuryr-daemon)"
 for n in $(kubectl get nodes -l kuryr.lab/kubelet=true -o name); do
   n=${n#node/}; i=${n##*vm}
   printf '  %-12s %s\n' "$n" "$(curl -sf "http://127.0.0.1:$((P_KDAEMON + i))/readyz" || echo 'NOT READY')"
@@ -70,7 +78,7 @@ kubectl apply -f examples/demo.yaml -f examples/demo-policy.yaml | sed 's/^/  /'
 want=$(kubectl -n kuryr-demo get deploy demo -o jsonpath='{.spec.replicas}')
 running_pods() { [ "$(kubectl -n kuryr-demo get pods -l app=demo --field-selector=status.phase=Running -o name | wc -l)" -ge "$want" ]; }
 waitfor "$want demo pods Running" 300 running_pods \
-  || echo "  not all pods are Running yet; see $LAB_STATE/log/kuryr-controller.log and the kubelet/kuryr-daemon logs"
+  || echo "  not all pods are Running yet; see kubectl -n kube-system logs deploy/kuryr-controller and the kubelet logs"
 echo
 echo "== pod → Neutron port → VLAN/IP → node (KuryrPort status; the IP kubelet reports came from kuryr-cni)"
 kubectl -n kuryr-demo get kuryrports -o custom-columns='POD:.metadata.name,NODE:.spec.podNodeName,NEUTRON-PORT:.status.vifs.eth0.vif.portId,TYPE:.status.vifs.eth0.vif.type,VLAN:.status.vifs.eth0.vif.vlanId,IP:.status.vifs.eth0.vif.ips[0].address,MAC:.status.vifs.eth0.vif.mac,VRRP-MAC:.status.vifs.eth0.vif.vrrpMac,ACTIVE:.status.vifs.eth0.vif.active' | sed 's/^/  /'
@@ -78,7 +86,7 @@ kubectl -n kuryr-demo get pods -l app=demo -o custom-columns='POD:.metadata.name
 echo
 echo "== Services → Octavia load balancers (ovn provider; VIP = clusterIP, members = the Ready pods)"
 lbs_ready() { [ "$(kubectl -n kuryr-demo get kuryrloadbalancers -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 2 ]; }
-waitfor "2 KuryrLoadBalancers Ready" 180 lbs_ready || echo "  load balancers not Ready yet; see $LAB_STATE/log/kuryr-controller.log"
+waitfor "2 KuryrLoadBalancers Ready" 180 lbs_ready || echo "  load balancers not Ready yet; see kubectl -n kube-system logs deploy/kuryr-controller"
 kubectl -n kuryr-demo get kuryrloadbalancers -o custom-columns='SERVICE:.metadata.name,TYPE:.spec.type,VIP:.status.loadbalancer.ip,LB:.status.loadbalancer.id,PROVIDER:.status.loadbalancer.provider,STATUS:.status.loadbalancer.provisioning_status,LISTENERS:.status.listeners[*].name,MEMBERS:.status.members[*].ip,FLOATING-IP:.status.service_pub_ip_info.ip_addr' | sed 's/^/  /'
 kubectl -n kuryr-demo get services -o wide | sed 's/^/  /'
 echo

@@ -23,6 +23,8 @@ cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt is missing (rustup compon
 cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing (rustup component add clippy)" >&2; exit 1; }
 
 stage lab lab/lab up
+# The tests use the host-process kuryr-daemons (they read their logs); ops_install installs the image itself.
+stage lab-mode lab/lab kuryr uninstall
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 stage test cargo test --workspace --locked --no-fail-fast

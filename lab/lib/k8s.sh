@@ -57,7 +57,7 @@ if ! running kube-apiserver; then
     --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR" \
     --allow-privileged=true --disable-admission-plugins=ServiceAccount,TaintNodesByCondition --event-ttl=2h \
-    --endpoint-reconciler-type=none
+    --endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname
 fi
 waitfor kube-apiserver 120 kapi_ready || fail_component kube-apiserver "$LAB_STATE/log/kube-apiserver.log"
 log "kube-apiserver ready ($(since "$t")s)"

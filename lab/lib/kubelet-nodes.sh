@@ -110,6 +110,15 @@ EOC
 }
 
 node_ready_api() { $KUBECTL get node "$1" >/dev/null 2>&1; }
+# kuryr-rs runs from its image on these nodes (lab/lib/kuryr-install.sh): no host-process daemons.
+installed() { [ -f "$N/kuryr-installed" ]; }
+
+# Stops the host-process daemons (SIGTERM: each removes its conflist) for the DaemonSet to take over.
+cmd_daemons_off() {
+  while read -r idx node vm ns ip port; do
+    stop_one "kuryr-daemon-$node"
+  done < <(nodes)
+}
 
 cmd_up() {
   [ -f "$S/lab.json" ] || die "kubelet nodes: the lab is not bootstrapped"
@@ -117,7 +126,8 @@ cmd_up() {
   build_images
   (cd "$REPO_DIR" && cargo build -q --locked -p kuryr-cni --bins) || die "kubelet nodes: building kuryr-cni failed"
   mkdir -p "$N/cni-bin"
-  ln -sfn "$TARGET/kuryr-cni" "$N/cni-bin/kuryr-cni"
+  # Installed from its image (lab/lab kuryr install): the DaemonSet put its own kuryr-cni there.
+  installed || ln -sfn "$TARGET/kuryr-cni" "$N/cni-bin/kuryr-cni"
   ln -sfn /usr/lib/cni/loopback "$N/cni-bin/loopback"   # containerd runs loopback itself
   # The daemons watch KuryrPorts: on a fresh lab their CRD must exist before they can become ready.
   $KUBECTL apply -f "$REPO_DIR/deploy/crds/" >/dev/null || die "kubelet nodes: installing the kuryr CRDs failed"
@@ -139,7 +149,8 @@ cmd_up() {
       ctr --address "$d/containerd.sock" -n k8s.io images ls -q | grep -qx "local.test/$img:1" \
         || ctr --address "$d/containerd.sock" -n k8s.io images import "$IMAGES/$img.tar" >/dev/null
     done
-    # kuryr-daemon (restarted when the binary changed)
+    # kuryr-daemon (restarted when the binary changed); the DaemonSet's when installed from the image
+    if ! installed; then
     local sum; sum=$(sha256sum "$TARGET/kuryr-daemon" | cut -c1-16)
     if running "kuryr-daemon-$node" && [ "$(cat "$d/kuryr/daemon.sum" 2>/dev/null)" != "$sum" ]; then
       log "kubelet nodes: kuryr-daemon binary changed, restarting the one of $node"
@@ -158,6 +169,7 @@ cmd_up() {
     # The daemon writes this node's CNI network (kuryr-cni talking to it) once it serves.
     if ! waitfor "kuryr-daemon $node to write its conflist" 30 test -s "$d/cni-conf/10-kuryr.conflist"; then
       fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
+    fi
     fi
     # kubelet
     if ! running "kubelet-$node"; then
@@ -181,10 +193,12 @@ cmd_up() {
     fi
     waitfor "Node $node registered" 60 node_ready_api "$node" || fail_component "kubelet-$node" "$S/log/kubelet-$node.log"
     # What a cloud controller manager does for --cloud-provider=external: the VM's address (the kubelet runs in
-    # the root namespace and would report the machine's own), then lift the uninitialized taint.
+    # the root namespace and would report the machine's own), then lift the uninitialized taint. The kubelet
+    # itself listens on loopback: its InternalDNS name `localhost` is where the API server reaches it for logs
+    # and exec (kube-apiserver --kubelet-preferred-address-types starts with InternalDNS).
     curl -sf --cacert "$S/k8s/ca.crt" -H "Authorization: Bearer $token" -X PATCH \
       -H 'Content-Type: application/strategic-merge-patch+json' "https://127.0.0.1:$P_KAPI/api/v1/nodes/$node/status" \
-      -d "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$ip\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null \
+      -d "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$ip\"},{\"type\":\"InternalDNS\",\"address\":\"localhost\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null \
       || die "kubelet nodes: cannot set the addresses of Node $node"
     $KUBECTL annotate --overwrite node "$node" "kuryr.lab/neutron-port=$port" >/dev/null
     $KUBECTL taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1 || true
@@ -272,5 +286,6 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) die "usage: kubelet-nodes.sh up|down|status" ;;
+  daemons-off) cmd_daemons_off ;;
+  *) die "usage: kubelet-nodes.sh up|down|status|daemons-off" ;;
 esac

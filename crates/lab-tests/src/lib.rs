@@ -6,6 +6,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod kube;
 pub mod netns;
+pub mod nodes;
 
 use std::path::{Path, PathBuf};
 

@@ -26,6 +26,7 @@ use kuryr_controller::Config;
 use kuryr_openstack::neutron::ports;
 use kuryr_openstack::neutron::Filter;
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::nodes::{nsenter, task_pid};
 use lab_tests::Lab;
 use serde_json::json;
 
@@ -399,7 +400,6 @@ async fn wait_running(client: &Client, ns: &str, n: usize) -> anyhow::Result<Vec
                     .and_then(|c| c.first())
                     .and_then(|c| c.container_id.clone())
                     .context("container id")?;
-                let cid = cid.trim_start_matches("containerd://").to_string();
                 out.push(RunningPod {
                     ns: ns.into(),
                     name: p.name_any(),
@@ -419,31 +419,6 @@ async fn wait_running(client: &Client, ns: &str, n: usize) -> anyhow::Result<Vec
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-}
-
-/// The PID of a container's task, asked of the node's containerd.
-fn task_pid(node: &str, container: &str) -> anyhow::Result<u32> {
-    let sock = Lab::state_dir().join(format!("nodes/{node}/containerd.sock"));
-    let out = Command::new("ctr")
-        .args(["--address"])
-        .arg(&sock)
-        .args(["-n", "k8s.io", "tasks", "ls"])
-        .output()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next() == Some(container)).then(|| f.next().and_then(|p| p.parse().ok()))?
-        })
-        .with_context(|| format!("containerd of {node} has no task {container}"))
-}
-
-fn nsenter(pid: u32, cmd: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("nsenter")
-        .args(["-t", &pid.to_string(), "-n", "--"])
-        .args(cmd)
-        .output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn pings(from: &RunningPod, ip: &str) -> bool {

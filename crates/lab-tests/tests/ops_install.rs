@@ -1,0 +1,356 @@
+//! kuryr-rs installed the way an operator installs it: `lab/lab kuryr install` builds the image
+//! (deploy/image/build), imports it into each kubelet node's containerd and applies deploy/ through the lab
+//! overlay (lab/overlay) with `kubectl apply -k`; kuryr-controller and kuryr-daemon then run as pods under
+//! their own ServiceAccounts, nothing of this repo in-process.
+//!
+//! Checked: the controller and the DaemonSet roll out and the daemons write the nodes' conflists; a
+//! Deployment of HTTP servers and a client pod are wired (KuryrPort IP = pod IP) and Running; the client
+//! gets an answer from a server through the Service's ClusterIP (an Octavia load balancer made by the
+//! installed controller); neither component's log shows a 403; deleting the workloads removes their
+//! Neutron ports and the load balancer; `lab/lab kuryr uninstall` leaves no kuryr-rs pod and no conflist;
+//! the host-process daemons then come back for the other tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use kuryr_api::k8s_openapi::api::apps::v1::Deployment;
+use kuryr_api::{
+    Api, Client, DeleteParams, KuryrLoadBalancer, KuryrPort, ListParams, Pod, PostParams, ResourceExt,
+    Service,
+};
+use kuryr_openstack::neutron::{ports, Filter};
+use kuryr_openstack::octavia::loadbalancers;
+use kuryr_openstack::{ClientConfig, Cloud, Owner};
+use lab_tests::nodes::{nsenter, task_pid};
+use lab_tests::{cluster, Lab};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(300);
+
+fn lab_cmd() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../lab/lab")
+}
+
+/// `lab/lab ARGS` with `env`; its output in the error when it fails.
+fn lab_run(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
+    let out = Command::new(lab_cmd())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .context("running lab/lab")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success(),
+        "lab/lab {}: {}\n{text}",
+        args.join(" "),
+        out.status
+    );
+    Ok(text)
+}
+
+fn kubectl(args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", Lab::state_dir().join("k8s/kubeconfig"))
+        .output()
+        .context("running kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn conflists() -> Vec<PathBuf> {
+    let nodes = Lab::state_dir().join("nodes");
+    std::fs::read_dir(&nodes)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path().join("cni-conf/10-kuryr.conflist"))
+                .filter(|p| p.exists())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn installed_from_its_image_it_wires_pods_answers_a_service_and_uninstalls_cleanly(
+) -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let client = lab.kube_client().await?;
+    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
+        Some(lab.clouds_yaml.clone()),
+        lab.cloud.clone(),
+    ))
+    .await
+    .context("login to the lab cloud")?;
+    let id = format!("kinst-{:06x}", fastrand::u32(..0xff_ffff));
+    let env = [
+        ("KURYR_INSTALL_NAMESPACE", id.as_str()),
+        ("KURYR_INSTALL_CLUSTER_ID", id.as_str()),
+    ];
+    let installed = lab_run(&["kuryr", "install"], &env);
+    let result = match installed {
+        Ok(out) => {
+            eprintln!("{out}");
+            scenario(&client, &cloud, &id).await
+        }
+        Err(e) => Err(e),
+    };
+    // Whatever happened: the workloads go first (the installed controller releases their ports), then
+    // kuryr-rs, then the host-process daemons come back.
+    cluster::delete_namespace(&client, &id).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &id);
+    while Instant::now() < deadline
+        && pods
+            .list(&ListParams::default())
+            .await
+            .is_ok_and(|l| !l.items.is_empty())
+    {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let uninstalled = lab_run(&["kuryr", "uninstall", "--no-restore"], &[]);
+    let after = uninstalled.and_then(|_| {
+        let left = kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)",
+            "-o",
+            "name",
+        ])?;
+        ensure!(
+            left.trim().is_empty(),
+            "kuryr-rs pods left after uninstall: {left}"
+        );
+        let files = conflists();
+        ensure!(files.is_empty(), "conflists left after uninstall: {files:?}");
+        Ok(())
+    });
+    let restored = lab_run(&["nodes", "up"], &[]);
+    for p in ports::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&id)))
+        .await
+        .unwrap_or_default()
+    {
+        let _ = ports::delete(&cloud, &p.id).await;
+    }
+    result?;
+    after?;
+    restored?;
+    ensure!(
+        conflists().len() >= 2,
+        "the host-process daemons did not write their conflists again"
+    );
+    Ok(())
+}
+
+async fn scenario(client: &Client, cloud: &Cloud, ns: &str) -> anyhow::Result<()> {
+    let files = conflists();
+    ensure!(files.len() >= 2, "the DaemonSet wrote no conflists: {files:?}");
+    let image = kubectl(&[
+        "-n",
+        "kube-system",
+        "get",
+        "ds/kuryr-daemon",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ])?;
+    ensure!(
+        image.starts_with("kuryr-rs:") && image != "kuryr-rs:latest",
+        "the DaemonSet runs {image}"
+    );
+    cluster::create_namespace(client, ns).await?;
+    let on_kubelets = json!({
+        "nodeSelector": {"kuryr.lab/kubelet": "true"},
+        "tolerations": [{"key": "kuryr.lab/kubelet", "operator": "Exists"}],
+        "terminationGracePeriodSeconds": 1,
+    });
+    let mut web_spec = on_kubelets.clone();
+    web_spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]);
+    web_spec["containers"] = json!([{"name": "httpd", "image": "local.test/busybox:1", "imagePullPolicy": "Never",
+        "command": ["sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]}]);
+    let web: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": web_spec}}
+    }))?;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &web)
+        .await?;
+    let mut client_spec = on_kubelets.clone();
+    client_spec["containers"] = json!([{"name": "client", "image": "local.test/busybox:1",
+        "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]);
+    let client_pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "labels": {"app": "client"}},
+        "spec": client_spec
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.create(&PostParams::default(), &client_pod).await?;
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))?;
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    services.create(&PostParams::default(), &svc).await?;
+
+    // Wired and Running, with the KuryrPort's IP.
+    let running = wait_running(&pods, 3).await?;
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    for p in &running {
+        let kp = kps.get(&p.name_any()).await?;
+        let vif_ip = kp
+            .status
+            .as_ref()
+            .and_then(|s| s.default_vif().map(|(_, v)| v.clone()))
+            .and_then(|v| v.ips.first().map(|i| i.address.clone()));
+        let pod_ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+        ensure!(
+            vif_ip.is_some() && vif_ip == pod_ip,
+            "{}: KuryrPort IP {vif_ip:?}, pod IP {pod_ip:?}",
+            p.name_any()
+        );
+    }
+
+    // The Service answers through its load balancer.
+    let klbs: Api<KuryrLoadBalancer> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ready = klbs.get_opt("web").await?.is_some_and(|k| {
+            k.status.as_ref().is_some_and(|s| {
+                kuryr_api::conditions::is_condition_true(&s.conditions, "Ready") && s.members.len() == 2
+            })
+        });
+        if ready {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the web Service's load balancer is not Ready with 2 members within {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let vip = services
+        .get("web")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("clusterIP")?;
+    let c = running
+        .iter()
+        .find(|p| p.name_any() == "client")
+        .context("client pod")?;
+    let node = c
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .context("node")?;
+    let cid = c
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .and_then(|cs| cs.container_id.clone())
+        .context("container id")?;
+    let pid = task_pid(&node, &cid)?;
+    let names: Vec<String> = running
+        .iter()
+        .map(|p| p.name_any())
+        .filter(|n| n.starts_with("web-"))
+        .collect();
+    let url = format!("http://{vip}/");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let answer = loop {
+        let body = nsenter(pid, &["curl", "-s", "-m", "3", &url])?;
+        if names.iter().any(|n| body.trim() == n) {
+            break body;
+        }
+        if Instant::now() > deadline {
+            bail!("no answer from a web pod through {url} within 120 s (last: {body:?})");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!("client -> {url}: {}", answer.trim());
+
+    // Least privilege held: no request of either component was refused.
+    for app in ["kuryr-controller", "kuryr-daemon"] {
+        let logs = kubectl(&[
+            "-n",
+            "kube-system",
+            "logs",
+            "-l",
+            &format!("app.kubernetes.io/name={app}"),
+            "--tail=-1",
+            "--prefix",
+        ])?;
+        let refused: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("403") || l.contains("Forbidden") || l.contains("forbidden"))
+            .collect();
+        ensure!(
+            refused.is_empty(),
+            "{app} was refused by the API server: {refused:#?}"
+        );
+    }
+
+    // The workloads go: their ports and the load balancer with them.
+    services.delete("web", &DeleteParams::default()).await?;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .delete("web", &DeleteParams::foreground())
+        .await?;
+    pods.delete("client", &DeleteParams::default()).await?;
+    let owner = Owner::cluster_filter(ns);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left_ports = ports::list(cloud, Filter::new().tags(&owner)).await?.len();
+        let left_lbs = loadbalancers::list(cloud, vec![("tags".into(), owner.join(","))])
+            .await?
+            .len();
+        let left_pods = pods.list(&ListParams::default()).await?.items.len();
+        if left_ports == 0 && left_lbs == 0 && left_pods == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("after deleting the workloads: {left_pods} pods, {left_ports} Neutron ports, {left_lbs} load balancers left");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}
+
+async fn wait_running(pods: &Api<Pod>, n: usize) -> anyhow::Result<Vec<Pod>> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let running: Vec<Pod> = list
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
+            })
+            .cloned()
+            .collect();
+        if running.len() == n {
+            return Ok(running);
+        }
+        if Instant::now() > deadline {
+            let phases: Vec<_> = list
+                .iter()
+                .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.phase.clone())))
+                .collect();
+            bail!("{n} pods not Running within {WAIT:?}: {phases:?} (kubectl -n kube-system logs ds/kuryr-daemon)");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# kuryr-rs on the lab the way an operator installs it: the image (deploy/image/build, an OCI archive, no
+# registry) imported into each kubelet node's containerd, and `kubectl apply -k` of a kustomization written
+# to $KURYR_LAB_STATE/install around the lab overlay lab/overlay: the image tag, the lab's ids
+# (kuryr.yaml), its clouds.yaml as the `kuryr-clouds` Secret, and the node directories. The host-process
+# kuryr-daemons of the kubelet nodes make way for the DaemonSet while it is installed.
+#
+#   lab/lab kuryr install      build (or reuse) the image, import it, apply, wait for the rollout
+#   lab/lab kuryr uninstall [--no-restore]
+#                              delete what install applied (not the CRDs: lab tests use them), wait until
+#                              no kuryr-rs pod and no conflist is left, start the host-process daemons again
+#                              (not with --no-restore: `lab/lab nodes up` does it later)
+#   lab/lab kuryr status       the installed tag and the pods
+#
+# Settings: KURYR_INSTALL_NAMESPACE (the one namespace the installed controller serves, default kuryr-demo:
+# lab tests run controllers of their own in theirs), KURYR_INSTALL_CLUSTER_ID (default kuryr-lab).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/common.sh"
+S=$LAB_STATE
+N=$S/nodes
+INST=$S/install
+MARK=$N/kuryr-installed
+KUBECTL=${KUBECTL:-kubectl}
+export KUBECONFIG=$S/k8s/kubeconfig
+lab_json() { jq -r ".$1" "$S/lab.json"; }
+kubelet_nodes() { $KUBECTL get nodes -l kuryr.lab/kubelet=true -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+
+# The VMs are namespaces on this machine's kernel: nested-vlan needs 802.1Q there, else nested-macvlan.
+vif_driver() {
+  local probe=kuryr-install-probe-$$ d=nested-macvlan
+  ip netns add "$probe"
+  ip -n "$probe" link add p0 type veth peer name p1
+  ip -n "$probe" link add link p0 name p0.5 type vlan id 5 2>/dev/null && d=nested-vlan
+  ip netns del "$probe"
+  echo "$d"
+}
+
+cmd_install() {
+  [ -f "$S/lab.json" ] || die "kuryr install: the lab is not bootstrapped (lab/lab up)"
+  local t; t=$(now)
+  local archive tag
+  archive=$("$REPO_DIR/deploy/image/build" --quiet) || die "kuryr install: building the image failed"
+  tag=$(basename "$archive" .oci.tar); tag=${tag#kuryr-rs-}
+  local nodes; nodes=$(kubelet_nodes)
+  [ -n "$nodes" ] || die "kuryr install: no kubelet nodes (lab/lab nodes up)"
+  for node in $nodes; do
+    ctr --address "$N/$node/containerd.sock" -n k8s.io images import "$archive" >/dev/null \
+      || die "kuryr install: importing $archive into $node's containerd failed"
+  done
+  log "kuryr install: image kuryr-rs:$tag imported into $(echo $nodes | wc -w) nodes"
+  # The DaemonSet replaces the host-process daemons (same sockets, ports and conflists).
+  touch "$MARK"
+  bash "$HERE/kubelet-nodes.sh" daemons-off
+
+  mkdir -p "$INST"
+  cp "$S/clouds.yaml" "$INST/clouds.yaml"
+  cat >"$INST/kuryr.yaml" <<EOC
+cluster_id: ${KURYR_INSTALL_CLUSTER_ID:-kuryr-lab}
+namespace: ${KURYR_INSTALL_NAMESPACE:-kuryr-demo}
+os_cloud: kuryr-lab
+clouds_yaml: /etc/kuryr/clouds/clouds.yaml
+pod_subnet: $(lab_json pod_subnet_id)
+vif_driver: $(vif_driver)
+link_iface: eth0
+service_subnet: $(lab_json service_subnet_id)
+external_network: $(lab_json external_network_id)
+lb_provider: ovn
+lb_default_provider: ovn
+metrics_addr: 127.0.0.1:8082
+leader_elect: true
+leader_lease_seconds: 10
+leader_renew_grace_seconds: 3
+gc_interval_seconds: 300
+gc_grace_seconds: 600
+log_format: json
+EOC
+  local sum; sum=$(cat "$INST/kuryr.yaml" "$INST/clouds.yaml" | sha256sum | cut -c1-16)
+  cat >"$INST/paths.yaml" <<EOC
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kuryr-daemon
+  namespace: kube-system
+spec:
+  template:
+    spec:
+      containers:
+        - name: daemon
+          env:
+            - name: KURYR_LAB_NODES
+              value: $N
+      volumes:
+        - name: lab-nodes
+          hostPath:
+            path: $N
+            type: Directory
+        - name: cni-bin
+          hostPath:
+            path: $N/cni-bin
+        - name: cni-net
+          hostPath:
+            path: $INST/unused-net.d
+        - name: run-kuryr
+          hostPath:
+            path: $INST/unused-run
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: kuryr-controller
+  namespace: kube-system
+spec:
+  template:
+    metadata:
+      annotations:
+        kuryr.lab/config-sum: "$sum"
+EOC
+  cat >"$INST/kustomization.yaml" <<EOC
+# Written by lab/lab kuryr install: the lab overlay with this lab's image tag, ids and credentials.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$INST" "$REPO_DIR/lab/overlay")
+images:
+  - name: kuryr-rs
+    newTag: "$tag"
+configMapGenerator:
+  - name: kuryr-config
+    namespace: kube-system
+    behavior: replace
+    files:
+      - kuryr.yaml
+secretGenerator:
+  - name: kuryr-clouds
+    namespace: kube-system
+    files:
+      - clouds.yaml
+generatorOptions:
+  disableNameSuffixHash: true
+patches:
+  - path: paths.yaml
+EOC
+  $KUBECTL apply -k "$INST" >"$INST/apply.log" 2>&1 || { cat "$INST/apply.log" >&2; die "kuryr install: kubectl apply -k $INST failed"; }
+  $KUBECTL -n kube-system rollout status ds/kuryr-daemon --timeout=180s >/dev/null \
+    || { pods_report; die "kuryr install: the kuryr-daemon DaemonSet did not roll out"; }
+  $KUBECTL -n kube-system rollout status deploy/kuryr-controller --timeout=180s >/dev/null \
+    || { pods_report; die "kuryr install: the kuryr-controller Deployment did not roll out"; }
+  for node in $nodes; do
+    waitfor "the conflist of $node" 60 test -s "$N/$node/cni-conf/10-kuryr.conflist" \
+      || { pods_report; die "kuryr install: no conflist on $node"; }
+  done
+  echo "$tag" >"$INST/tag"
+  log "kuryr install: kuryr-rs:$tag running from its image ($(since "$t")s)"
+}
+
+pods_report() {
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o wide >&2 || true
+  $KUBECTL -n kube-system describe pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' 2>/dev/null | tail -40 >&2 || true
+}
+
+no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o name 2>/dev/null)" ]; }
+no_conflists() { ! ls "$N"/*/cni-conf/10-kuryr.conflist >/dev/null 2>&1; }
+
+cmd_uninstall() {
+  if [ -f "$INST/kustomization.yaml" ]; then
+    local t; t=$(now)
+    # Everything install applied except the CRDs (their deletion would take every test's objects along).
+    $KUBECTL kustomize "$INST" | yq_drop_crds | $KUBECTL delete --ignore-not-found --wait=true --timeout=120s -f - >/dev/null \
+      || die "kuryr uninstall: kubectl delete failed"
+    waitfor "the kuryr-rs pods to go" 120 no_kuryr_pods || die "kuryr uninstall: kuryr-rs pods left"
+    waitfor "the conflists to go" 60 no_conflists || die "kuryr uninstall: conflists left: $(ls "$N"/*/cni-conf/10-kuryr.conflist)"
+    rm -rf "$INST"
+    log "kuryr uninstall: removed ($(since "$t")s)"
+  fi
+  rm -f "$MARK"
+  [ "${1:-}" = --no-restore ] || bash "$HERE/kubelet-nodes.sh" up
+}
+
+# The multi-document YAML on stdin without its CustomResourceDefinitions.
+yq_drop_crds() { awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/\nkind: CustomResourceDefinition\n/ && !/^kind: CustomResourceDefinition\n/'; }
+
+cmd_status() {
+  if [ -f "$INST/tag" ]; then echo "kuryr-rs:$(cat "$INST/tag") installed from its image"; else echo "not installed"; fi
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o wide 2>/dev/null || true
+}
+
+case "${1:-}" in
+  install) cmd_install ;;
+  uninstall) cmd_uninstall "${2:-}" ;;
+  status) cmd_status ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
