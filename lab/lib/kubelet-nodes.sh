@@ -3,7 +3,8 @@
 # (2) VMs, node `kubelet-vmN` gets its own containerd 2.x + runc (Debian), a kubelet of the lab's release and
 # a kuryr-daemon (this repo's build). The kubelet and the daemon run in the root namespace (they reach the API
 # server on 127.0.0.1); the daemon makes pod links from the VM's namespace (`--host-netns`), so pods are
-# nested-macvlan children of the VM's eth0 and their traffic crosses real OVN. Pods are created by
+# nested-macvlan children of the VM's eth0 (found by its Neutron port's MAC: no NIC name is configured) and
+# their traffic crosses real OVN. Pods are created by
 # kubelet → containerd → kuryr-cni → kuryr-daemon, images are built locally (static pause, busybox-static).
 #
 # The nodes are distinct from the bootstrap Nodes vm1..3 (which have no kubelet and stay that way), share their
@@ -161,7 +162,7 @@ cmd_up() {
       cp "$TARGET/kuryr-daemon" "$d/kuryr/kuryr-daemon"; echo "$sum" >"$d/kuryr/daemon.sum"
       KUBECONFIG=$S/k8s/kubeconfig NO_COLOR=1 RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
         "$d/kuryr/kuryr-daemon" --node-name "$node" --socket "$d/kuryr/cni.sock" \
-        --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" --link-iface eth0 \
+        --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" \
         --cni-conf-dir "$d/cni-conf"
       waitfor "kuryr-daemon $node" 30 curl -sf "http://127.0.0.1:$((P_KDAEMON + idx))/readyz" \
         || fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"

@@ -79,6 +79,7 @@ pub fn vif_from_primitive(value: &Value) -> Result<Vif, Error> {
         trunk_id: None,
         parent_port_id: None,
         parent_ifname: None,
+        parent_mac: None,
         vif_name: opt_str(data, "vif_name"),
         bridge_name: opt_str(data, "bridge_name"),
         security_group_ids: Vec::new(),

@@ -116,9 +116,14 @@ pub struct Vif {
     /// Nested types: the node VM's Neutron port (trunk parent / address-pair owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_port_id: Option<String>,
-    /// Nested types: the VM's NIC the VLAN/macvlan device is created on, e.g. `eth0`.
+    /// Nested types: the VM's NIC the VLAN/macvlan device is created on, e.g. `ens3`, when an operator pinned
+    /// one (`link_iface`); absent, the CNI daemon finds the NIC by `parentMac`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_ifname: Option<String>,
+    /// Nested types: MAC of the node VM's Neutron port (`parentPortId`). NIC names differ between images and
+    /// nodes, the MAC does not: the CNI daemon finds the VM's NIC by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_mac: Option<String>,
     /// Host-side device name (veth end, or the VLAN/macvlan device before it moves into the pod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vif_name: Option<String>,

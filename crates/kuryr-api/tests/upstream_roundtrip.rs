@@ -115,7 +115,17 @@ fn typed_kuryrport_round_trips_unchanged() {
         Some("e5f6a7b8-c9d0-4e1f-a2b3-c4d5e6f7a8b9")
     );
     assert_eq!(vif.parent_ifname.as_deref(), Some("eth0"));
+    assert_eq!(vif.parent_mac.as_deref(), Some("fa:16:3e:4b:0c:2d"));
     assert_eq!(reparse(&kp), original);
+}
+
+#[test]
+fn a_vif_written_before_parent_mac_existed_still_parses_and_stays_without_it() {
+    let mut value = fixture("kuryrport_typed.json")["status"]["vifs"]["eth0"]["vif"].clone();
+    value.as_object_mut().unwrap().remove("parentMac");
+    let vif = Vif::from_value(value.clone()).unwrap();
+    assert_eq!(vif.parent_mac, None);
+    assert_eq!(serde_json::to_value(&vif).unwrap(), value);
 }
 
 #[test]

@@ -160,7 +160,7 @@ async fn main() {
     let noop = series("plugin+daemon, no-op binder", NoopBinder, &netns, samples).await;
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(vm.path()),
-        link_iface: "eth0".into(),
+        link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
     });

@@ -24,6 +24,7 @@ pub fn mk_vif(active: bool) -> Vif {
         trunk_id: None,
         parent_port_id: None,
         parent_ifname: Some("eth0".into()),
+        parent_mac: None,
         vif_name: None,
         bridge_name: None,
         security_group_ids: vec![],

@@ -5,7 +5,8 @@
 //!
 //! The test makes the Neutron side the way the nested-macvlan layout wants it on ML2/OVN (see
 //! docs/pod-networking.md): one Neutron port per pod (its IP), and on the VM's port the address pair
-//! {pod IP, a free VRRP MAC}, which the pod's macvlan carries. Its KuryrPorts and Pods are labelled for node
+//! {pod IP, a free VRRP MAC}, which the pod's macvlan carries. No NIC name is configured anywhere: each
+//! daemon finds its VM's NIC by the VM port's MAC (`parentMac`). Its KuryrPorts and Pods are labelled for node
 //! names of its own (`kcni-<id>-vmN`), so no kubelet and no other daemon acts on them; everything it made is
 //! removed at the end, also on failure.
 
@@ -267,7 +268,9 @@ async fn exercise(
             vrrp_mac: Some(p.vrrp_mac.clone()),
             trunk_id: None,
             parent_port_id: Some(p.vm.port_id.clone()),
-            parent_ifname: Some("eth0".into()),
+            // As the controller writes it with no `link_iface` pinned: the daemon finds the NIC by MAC.
+            parent_ifname: None,
+            parent_mac: Some(p.vm.mac.clone()),
             vif_name: None,
             bridge_name: None,
             security_group_ids: vec![],
@@ -388,7 +391,7 @@ impl TestDaemon {
         let cache = NodeCache::new();
         let binder = NetlinkBinder::new(NetlinkBinderConfig {
             host_netns: Some(PathBuf::from(format!("/var/run/netns/{}", vm.netns))),
-            link_iface: "eth0".into(),
+            link_iface: None,
             bridge: "br-int".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
         });

@@ -385,7 +385,7 @@ async fn real_macvlan_add_check_del_through_the_binary() {
     let pod = common::TestNs::new("pod");
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(vm.path()),
-        link_iface: "eth0".into(),
+        link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
     });
@@ -472,7 +472,7 @@ async fn a_failed_add_leaves_nothing_half_plugged() {
     let pod = common::TestNs::new("pod");
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(vm.path()),
-        link_iface: "eth0".into(),
+        link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
     });
@@ -495,6 +495,41 @@ async fn a_failed_add_leaves_nothing_half_plugged() {
         3,
         "only lo, eth0, eth0p in the VM: {left}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_whose_parent_mac_no_link_carries_is_a_101_naming_the_mac_and_the_links() {
+    if !common::require_root("an_add_whose_parent_mac_no_link_carries_is_a_101_naming_the_mac_and_the_links")
+    {
+        return;
+    }
+    let vm = common::mk_vm();
+    let pod = common::TestNs::new("pod");
+    let d = start(
+        NetlinkBinder::new(NetlinkBinderConfig {
+            host_netns: Some(vm.path()),
+            link_iface: None,
+            bridge: "unused".into(),
+            netns_dir: PathBuf::from("/var/run/netns"),
+        }),
+        Duration::from_secs(5),
+    );
+    d.cache.set_pod_state("shop", "web-0", live());
+    let mut v = common::vif(VifType::NestedMacvlan, 89);
+    v.parent_ifname = None;
+    v.parent_mac = Some("fa:16:3e:77:77:77".into());
+    d.cache.apply_port(ready_port(v));
+    let netns = pod.path().display().to_string();
+    let out = plugin(&env("ADD", &netns, ARGS), &conf("1.0.0", &d.socket)).await;
+    assert_eq!(out.code, 1);
+    let e = out.json.unwrap();
+    assert_eq!(e["code"], 101, "{e}");
+    let details = e["details"].as_str().unwrap();
+    assert!(
+        details.contains("fa:16:3e:77:77:77") && details.contains("eth0 ") && details.contains("eth0p "),
+        "{e}"
+    );
+    assert!(!pod.has_link("eth0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use kuryr_cni::binding::{Binder, NetlinkBinder, NetlinkBinderConfig};
 fn binder(host: &TestNs, link_iface: &str, bridge: &str) -> NetlinkBinder {
     NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(host.path()),
-        link_iface: link_iface.into(),
+        link_iface: Some(link_iface.into()),
         bridge: bridge.into(),
         netns_dir: PathBuf::from("/var/run/netns"),
     })

@@ -187,7 +187,7 @@ async fn scenario() {
     let f = fabric();
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(f.vm.path()),
-        link_iface: "eth0".into(),
+        link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
     });

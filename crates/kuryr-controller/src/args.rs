@@ -76,9 +76,10 @@ pub struct Args {
     /// Only watch Pods and KuryrPorts of this namespace.
     #[arg(long, env = "KURYR_NAMESPACE")]
     pub namespace: Option<String>,
-    /// VM NIC that carries the VLAN subinterfaces (nested drivers).
-    #[arg(long, env = "KURYR_LINK_IFACE", default_value = "eth0")]
-    pub link_iface: String,
+    /// VM NIC that carries the pods' VLAN/macvlan devices on every node (nested drivers), written into each
+    /// VIF. Unset (the default), each node's CNI daemon finds the NIC by the MAC of the VM's Neutron port.
+    #[arg(long, env = "KURYR_LINK_IFACE")]
+    pub link_iface: Option<String>,
     #[arg(long, env = "KURYR_VLAN_FIRST", default_value_t = 1)]
     pub vlan_first: u16,
     #[arg(long, env = "KURYR_VLAN_LAST", default_value_t = 4094)]
@@ -245,7 +246,13 @@ impl Args {
     pub fn config(&self) -> anyhow::Result<Config> {
         let mut c = Config::new(&self.cluster_id, &self.pod_subnet);
         c.vif_type = self.vif_driver.into();
-        c.driver.link_iface = self.link_iface.clone();
+        // `link_iface: ""` in a file means not pinned, like leaving it out.
+        c.driver.link_iface = self
+            .link_iface
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         c.pod_security_groups = self.pod_security_groups.clone();
         c.project_id = self.project_id.clone();
         c.namespace = self.namespace.clone();
@@ -548,6 +555,27 @@ mod tests {
             )
             .unwrap();
         assert_eq!(args.rate_limit(), RateLimit { qps: 50.0, burst: 80 });
+    }
+
+    #[test]
+    fn link_iface_is_unpinned_unless_named() {
+        let base = ["kuryr-controller", "--cluster-id", "c1", "--pod-subnet", "sub"];
+        let pinned = |extra: &[&str]| {
+            let argv: Vec<&str> = base.iter().chain(extra).copied().collect();
+            Args::try_parse_from(argv)
+                .unwrap()
+                .config()
+                .unwrap()
+                .driver
+                .link_iface
+        };
+        assert_eq!(
+            pinned(&[]),
+            None,
+            "no cluster-wide eth0: nodes find their NIC by MAC"
+        );
+        assert_eq!(pinned(&["--link-iface="]), None);
+        assert_eq!(pinned(&["--link-iface", "ens3"]), Some("ens3".into()));
     }
 
     #[test]

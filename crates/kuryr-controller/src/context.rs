@@ -27,6 +27,8 @@ pub const REPORTER: &str = "kuryr-controller";
 pub struct Parent {
     pub port_id: String,
     pub trunk_id: String,
+    /// The port's MAC: recorded in each VIF so the node's CNI daemon finds the NIC by it.
+    pub mac: String,
 }
 
 pub struct Context {

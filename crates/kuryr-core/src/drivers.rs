@@ -17,8 +17,6 @@ use crate::vif::{base_vif, port_name, Attachment, PortOwner, PortParams, PortReq
 
 /// Integration bridge neutron-vif plugs into unless configured otherwise.
 pub const DEFAULT_BRIDGE: &str = "br-int";
-/// The VM NIC nested drivers hang VLAN/macvlan devices off unless configured otherwise (`link_iface`).
-pub const DEFAULT_LINK_IFACE: &str = "eth0";
 
 /// One way of wiring pods.
 pub trait VifDriver {
@@ -54,6 +52,11 @@ fn common_request(params: PortParams<'_>) -> PortRequest {
         tags: params.tags.clone(),
         admin_state_up: true,
     }
+}
+
+/// An empty MAC (a port read without one) is recorded as unknown rather than as a MAC no link can have.
+fn known_mac(mac: &str) -> Option<String> {
+    (!mac.is_empty()).then(|| mac.to_owned())
 }
 
 fn mismatch(driver: VifType, attachment: &Attachment) -> CoreError {
@@ -107,17 +110,11 @@ impl VifDriver for NeutronVif {
 // === impl NestedVlan ===
 
 /// Trunk subport of the node VM's port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NestedVlan {
-    pub link_iface: String,
-}
-
-impl Default for NestedVlan {
-    fn default() -> Self {
-        Self {
-            link_iface: DEFAULT_LINK_IFACE.to_owned(),
-        }
-    }
+    /// The VM NIC an operator pinned for every node (`parentIfname`); `None`: each node's CNI daemon finds
+    /// its NIC by the VM port's MAC.
+    pub link_iface: Option<String>,
 }
 
 impl VifDriver for NestedVlan {
@@ -138,6 +135,7 @@ impl VifDriver for NestedVlan {
         let Attachment::Vlan {
             trunk_id,
             parent_port_id,
+            parent_mac,
             vlan_id,
         } = attachment
         else {
@@ -147,7 +145,8 @@ impl VifDriver for NestedVlan {
             vlan_id: Some(*vlan_id),
             trunk_id: Some(trunk_id.clone()),
             parent_port_id: Some(parent_port_id.clone()),
-            parent_ifname: Some(self.link_iface.clone()),
+            parent_ifname: self.link_iface.clone(),
+            parent_mac: known_mac(parent_mac),
             ..base_vif(self.vif_type(), port, subnets)?
         })
     }
@@ -156,17 +155,10 @@ impl VifDriver for NestedVlan {
 // === impl NestedMacvlan ===
 
 /// Pod IP as an allowed address pair (with a VRRP MAC) on the node VM's port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NestedMacvlan {
-    pub link_iface: String,
-}
-
-impl Default for NestedMacvlan {
-    fn default() -> Self {
-        Self {
-            link_iface: DEFAULT_LINK_IFACE.to_owned(),
-        }
-    }
+    /// As [`NestedVlan::link_iface`].
+    pub link_iface: Option<String>,
 }
 
 impl VifDriver for NestedMacvlan {
@@ -182,6 +174,7 @@ impl VifDriver for NestedMacvlan {
     fn vif(&self, port: &NeutronPort, subnets: &[Subnet], attachment: &Attachment) -> Result<Vif, CoreError> {
         let Attachment::Macvlan {
             parent_port_id,
+            parent_mac,
             vrrp_mac,
         } = attachment
         else {
@@ -190,7 +183,8 @@ impl VifDriver for NestedMacvlan {
         Ok(Vif {
             vrrp_mac: Some(vrrp_mac.clone()),
             parent_port_id: Some(parent_port_id.clone()),
-            parent_ifname: Some(self.link_iface.clone()),
+            parent_ifname: self.link_iface.clone(),
+            parent_mac: known_mac(parent_mac),
             ..base_vif(self.vif_type(), port, subnets)?
         })
     }
@@ -204,14 +198,15 @@ impl VifDriver for NestedMacvlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DriverConfig {
     pub bridge: String,
-    pub link_iface: String,
+    /// A VM NIC name pinned for every node; `None` (the default) lets each node find its own by MAC.
+    pub link_iface: Option<String>,
 }
 
 impl Default for DriverConfig {
     fn default() -> Self {
         Self {
             bridge: DEFAULT_BRIDGE.to_owned(),
-            link_iface: DEFAULT_LINK_IFACE.to_owned(),
+            link_iface: None,
         }
     }
 }

@@ -82,15 +82,18 @@ pub fn port_name(owner: PortOwner<'_>) -> String {
 pub enum Attachment {
     /// neutron-vif: a veth plugged into the node's integration bridge.
     Bridge,
-    /// nested-vlan: a subport of the VM's trunk on this VLAN.
+    /// nested-vlan: a subport of the VM's trunk on this VLAN. `parent_mac` is the VM port's MAC, by which
+    /// the node's CNI daemon finds the NIC the trunk is on.
     Vlan {
         trunk_id: String,
         parent_port_id: String,
+        parent_mac: String,
         vlan_id: u16,
     },
-    /// nested-macvlan: the pod IP paired with a VRRP MAC on the VM's port.
+    /// nested-macvlan: the pod IP paired with a VRRP MAC on the VM's port (MAC `parent_mac`).
     Macvlan {
         parent_port_id: String,
+        parent_mac: String,
         vrrp_mac: String,
     },
 }
@@ -167,6 +170,7 @@ pub fn base_vif(vif_type: VifType, port: &NeutronPort, subnets: &[Subnet]) -> Re
         trunk_id: None,
         parent_port_id: None,
         parent_ifname: None,
+        parent_mac: None,
         vif_name: Some(vif_name(&port.id)),
         bridge_name: None,
         security_group_ids: port.security_groups.iter().cloned().collect(),

@@ -5,7 +5,7 @@
 //! VRRP MAC, and their traffic crosses real OVN.
 //!
 //! Checks: every pod reaches every other (inside the pods' own network namespaces, found through containerd);
-//! the IP kubelet reports is the KuryrPort's; scaling down removes the pods' interfaces, KuryrPorts, Neutron
+//! the IP kubelet reports is the KuryrPort's, whose VIF names the VM port's MAC and no NIC; scaling down removes the pods' interfaces, KuryrPorts, Neutron
 //! ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
 //! succeed; the remaining pods still reach each other. And containerd 2 asks each node's daemon for CNI STATUS
 //! (the conflist's `cniVersion` is 1.1.0).
@@ -241,6 +241,7 @@ async fn scenario(
 
     // The IP kubelet learnt from the CNI result is the KuryrPort's.
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    let nodes: Api<Node> = Api::all(client.clone());
     let mut macs = BTreeMap::new();
     for p in &running {
         let kp = kps.get(&p.name).await?;
@@ -259,6 +260,29 @@ async fn scenario(
             vif.ips.first().map(|i| i.address.as_str()) == Some(p.ip.as_str()),
             "{}: {vif:?}",
             p.name
+        );
+        // No NIC name pinned: the VIF carries the MAC of the node VM's port, by which a daemon finds the NIC.
+        let node = nodes.get(&p.node).await?;
+        let node_ip = node
+            .status
+            .and_then(|s| s.addresses)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address)
+            .context("node without InternalIP")?;
+        let vm = lab
+            .vms
+            .iter()
+            .find(|v| v.ip == node_ip)
+            .context("node on no lab VM")?;
+        ensure!(
+            vif.parent_ifname.is_none() && vif.parent_mac.as_deref() == Some(vm.mac.as_str()),
+            "{}: parentIfname {:?}, parentMac {:?}; its VM's port has MAC {}",
+            p.name,
+            vif.parent_ifname,
+            vif.parent_mac,
+            vm.mac
         );
         let mac = vif.vrrp_mac.clone().context("macvlan VIF without VRRP MAC")?;
         ensure!(

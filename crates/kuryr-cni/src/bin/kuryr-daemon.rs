@@ -28,9 +28,10 @@ struct Args {
     /// Longest an ADD waits for the pod's VIFs to be active, in seconds.
     #[arg(long, env = "KURYR_ADD_TIMEOUT", default_value_t = 60)]
     add_timeout: u64,
-    /// Parent NIC of nested VIFs that name none.
-    #[arg(long, env = "KURYR_LINK_IFACE", default_value = "eth0")]
-    link_iface: String,
+    /// Pins this node's NIC for nested VIFs (the VLAN/macvlan parent) when it exists here. Unset (the
+    /// default): the VIF's `parentIfname` if the node has it, else the link with the VM port's MAC.
+    #[arg(long, env = "KURYR_LINK_IFACE")]
+    link_iface: Option<String>,
     /// Bridge for neutron-vif veths that name none.
     #[arg(long, env = "KURYR_BRIDGE", default_value = "br-int")]
     bridge: String,
@@ -82,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
 
     let binder = NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: args.host_netns,
-        link_iface: args.link_iface,
+        link_iface: args.link_iface.filter(|s| !s.is_empty()),
         bridge: args.bridge,
         netns_dir: args.netns_dir,
     });

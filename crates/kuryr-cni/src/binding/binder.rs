@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use kuryr_api::{Vif, VifType};
 use rtnetlink::packet_route::link::LinkMessage;
 use rtnetlink::{Handle, LinkUnspec};
-use tracing::info;
+use tracing::{debug, info};
 
+use super::parent;
 use super::stale::{remove_stale_children, StaleMatch};
 use super::{addr, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bound, Netns};
 
@@ -15,8 +16,9 @@ use super::{addr, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bo
 pub struct NetlinkBinderConfig {
     /// Namespace holding the parent NICs and bridges; `None` is the daemon's own (the node's).
     pub host_netns: Option<PathBuf>,
-    /// Parent NIC of nested VIFs without `parentIfname` (upstream's `[binding] link_iface`).
-    pub link_iface: String,
+    /// This node's pin of the nested VIFs' parent NIC (upstream's `[binding] link_iface`); when unset or
+    /// absent, the VIF's `parentIfname`, then the link with its `parentMac` ([`parent::choose`]).
+    pub link_iface: Option<String>,
     /// Bridge for neutron-vif VIFs without `bridgeName`.
     pub bridge: String,
     /// Where runtimes keep sandbox namespaces; searched for stale devices.
@@ -27,7 +29,7 @@ impl Default for NetlinkBinderConfig {
     fn default() -> Self {
         Self {
             host_netns: None,
-            link_iface: "eth0".into(),
+            link_iface: None,
             bridge: "br-int".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
         }
@@ -62,10 +64,15 @@ impl NetlinkBinder {
     ) -> Result<Bound, BindError> {
         let host = self.host().await?;
         let pod = ns.connect().await?;
-        let parent_name = vif.parent_ifname.as_deref().unwrap_or(&self.cfg.link_iface);
-        let parent = link::index_of(&host, parent_name)
-            .await?
-            .ok_or_else(|| BindError::NotFound(format!("parent interface {parent_name}")))?;
+        let links = link::list(&host).await?;
+        let chosen = parent::choose(&links, vif, self.cfg.link_iface.as_deref())?;
+        let (parent, parent_name) = (chosen.link.index, chosen.link.name.as_str());
+        if chosen.absent_pins.is_empty() {
+            debug!(parent = parent_name, by = ?chosen.by, "parent link");
+        } else {
+            // Told at info: a pin this node lacks is likely a configuration slip, harmless thanks to the MAC.
+            info!(parent = parent_name, absent = ?chosen.absent_pins, "pinned link absent, parent found by MAC");
+        }
         let (build, what): (BuildFn, StaleMatch) = match vif.vif_type {
             VifType::NestedVlan => (vlan::message, StaleMatch::Vlan(vif.vlan_id.unwrap_or(0))),
             _ => (

@@ -22,6 +22,8 @@ pub enum BindError {
     NotFound(String),
     #[error("interface check failed: {0}")]
     Check(String),
+    #[error("choosing the parent link: {0}")]
+    Parent(#[from] super::parent::ParentError),
 }
 
 impl BindError {

@@ -5,6 +5,7 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::{Handle, LinkUnspec};
 
 use super::error::errno;
+use super::parent::HostLink;
 use super::BindError;
 
 pub async fn get_by_name(h: &Handle, name: &str) -> Result<Option<LinkMessage>, BindError> {
@@ -25,6 +26,44 @@ pub async fn get_by_name(h: &Handle, name: &str) -> Result<Option<LinkMessage>, 
                 Err(e)
             }
         }
+    }
+}
+
+/// Every link of the namespace, for choosing a parent ([`super::parent::choose`]).
+pub async fn list(h: &Handle) -> Result<Vec<HostLink>, BindError> {
+    let links: Vec<LinkMessage> = h
+        .link()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(BindError::netlink("list links"))?;
+    Ok(links.iter().map(host_link).collect())
+}
+
+/// A link as the parent choice sees it. IFLA_LINK with IFLA_LINK_NETNSID is an index in another namespace
+/// (a veth's peer, a pod's macvlan parent), so it is no lower device here.
+pub fn host_link(m: &LinkMessage) -> HostLink {
+    let attrs = &m.attributes;
+    let foreign = attrs.iter().any(|a| matches!(a, LinkAttribute::LinkNetNsId(_)));
+    HostLink {
+        index: m.header.index,
+        name: attrs
+            .iter()
+            .find_map(|a| match a {
+                LinkAttribute::IfName(n) => Some(n.clone()),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        mac: mac_of(m),
+        master: attrs.iter().find_map(|a| match a {
+            LinkAttribute::Controller(i) => Some(*i),
+            _ => None,
+        }),
+        lower: attrs.iter().find_map(|a| match a {
+            LinkAttribute::Link(i) if !foreign => Some(*i),
+            _ => None,
+        }),
     }
 }
 
@@ -116,6 +155,36 @@ mod tests {
         assert_eq!(a, "kt0123e4567e89");
         assert!(a.len() <= 15);
         assert_ne!(a, temp_name("9999e456-7e89-b12d-3a45-6426614174000"));
+    }
+
+    #[test]
+    fn a_link_message_gives_name_mac_master_and_a_lower_device_only_in_this_namespace() {
+        let mut m = LinkMessage::default();
+        m.header.index = 5;
+        m.attributes = vec![
+            LinkAttribute::IfName("bond0.100".into()),
+            LinkAttribute::Address(vec![0xfa, 0x16, 0x3e, 0, 0, 5]),
+            LinkAttribute::Controller(9),
+            LinkAttribute::Link(4),
+        ];
+        assert_eq!(
+            host_link(&m),
+            HostLink {
+                index: 5,
+                name: "bond0.100".into(),
+                mac: Some("fa:16:3e:00:00:05".into()),
+                master: Some(9),
+                lower: Some(4),
+            }
+        );
+        // The lab VM's veth: its IFLA_LINK is the peer's index in the root namespace.
+        m.attributes = vec![
+            LinkAttribute::IfName("eth0".into()),
+            LinkAttribute::Link(4),
+            LinkAttribute::LinkNetNsId(0),
+        ];
+        let h = host_link(&m);
+        assert_eq!((h.lower, h.master, h.mac), (None, None, None));
     }
 
     #[test]

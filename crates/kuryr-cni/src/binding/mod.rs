@@ -2,7 +2,8 @@
 //!
 //! One module per object or device kind (rtnetlink's shape): [`netns`] (thread-per-setns connections),
 //! [`link`], [`addr`], [`route`], [`macvlan`], [`vlan`], [`veth`], and [`stale`] (leftovers in dead
-//! namespaces). Every request is built by a pure `message()` function so its content is unit-tested.
+//! namespaces). Every request is built by a pure `message()` function so its content is unit-tested, and
+//! [`parent`] picks a nested VIF's parent NIC from the listed links, also purely.
 
 pub mod addr;
 mod binder;
@@ -10,6 +11,7 @@ mod error;
 pub mod link;
 pub mod macvlan;
 pub mod netns;
+pub mod parent;
 pub mod route;
 pub mod stale;
 pub mod veth;

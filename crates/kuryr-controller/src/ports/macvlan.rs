@@ -102,6 +102,8 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
     };
     let attachment = Attachment::Macvlan {
         parent_port_id: vm_port_id.clone(),
+        // From the read `pair` just made: the node's CNI daemon finds the VM's NIC by this MAC.
+        parent_mac: vm.mac_address.clone(),
         vrrp_mac: mac.clone(),
     };
     let mut vif = match driver.vif(&convert::port(&port), std::slice::from_ref(subnet), &attachment) {

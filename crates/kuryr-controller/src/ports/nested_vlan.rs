@@ -35,6 +35,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnet: 
     let attachment = Attachment::Vlan {
         trunk_id: parent.trunk_id.clone(),
         parent_port_id: parent.port_id.clone(),
+        parent_mac: parent.mac.clone(),
         vlan_id,
     };
     match driver.vif(&convert::port(&port), std::slice::from_ref(subnet), &attachment) {

@@ -27,11 +27,13 @@ pub async fn parent_of(ctx: &Context, node_name: &str) -> Result<Parent> {
     let parent = Parent {
         port_id: port.id.clone(),
         trunk_id: trunk_id.to_owned(),
+        mac: port.mac_address.clone(),
     };
     tracing::info!(
         node = node_name,
         port = parent.port_id,
         trunk = parent.trunk_id,
+        mac = parent.mac,
         "node parent found"
     );
     ctx.remember_parent(node_name, parent.clone());

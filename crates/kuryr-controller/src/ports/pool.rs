@@ -288,6 +288,7 @@ async fn hand_out(
             Attachment::Vlan {
                 trunk_id: parent.trunk_id.clone(),
                 parent_port_id: parent.port_id.clone(),
+                parent_mac: parent.mac.clone(),
                 vlan_id,
             }
         }

@@ -101,7 +101,9 @@ fn the_nested_vlan_vif_has_everything_the_cni_daemon_needs() {
     assert_eq!(vif.vlan_id, Some(42));
     assert_eq!(vif.trunk_id.as_deref(), Some("trunk-1"));
     assert_eq!(vif.parent_port_id.as_deref(), Some("vm-port"));
-    assert_eq!(vif.parent_ifname.as_deref(), Some("eth0"));
+    // No NIC name unless pinned: each node's daemon finds its NIC by the VM port's MAC.
+    assert_eq!(vif.parent_ifname, None);
+    assert_eq!(vif.parent_mac.as_deref(), Some("fa:16:3e:aa:bb:cc"));
     assert_eq!(vif.security_group_ids, vec!["sg-web".to_string()]);
     assert!(vif.active);
 }
@@ -110,8 +112,26 @@ fn vlan_attachment() -> Attachment {
     Attachment::Vlan {
         trunk_id: "trunk-1".into(),
         parent_port_id: "vm-port".into(),
+        parent_mac: "fa:16:3e:aa:bb:cc".into(),
         vlan_id: 42,
     }
+}
+
+#[test]
+fn a_pinned_link_iface_is_recorded_and_an_unknown_parent_mac_is_not() {
+    let attachment = Attachment::Vlan {
+        trunk_id: "trunk-1".into(),
+        parent_port_id: "vm-port".into(),
+        parent_mac: String::new(),
+        vlan_id: 42,
+    };
+    let vif = NestedVlan {
+        link_iface: Some("ens3".into()),
+    }
+    .vif(&mk_port(), &[mk_subnet()], &attachment)
+    .unwrap();
+    assert_eq!(vif.parent_ifname.as_deref(), Some("ens3"));
+    assert_eq!(vif.parent_mac, None);
 }
 
 #[test]
@@ -130,15 +150,17 @@ fn the_neutron_vif_vif_names_its_bridge() {
 fn the_macvlan_vif_carries_the_vrrp_mac_and_its_own_port_mac() {
     let attachment = Attachment::Macvlan {
         parent_port_id: "vm-port".into(),
+        parent_mac: "fa:16:3e:aa:bb:cc".into(),
         vrrp_mac: "00:00:5e:00:01:01".into(),
     };
     let driver = NestedMacvlan {
-        link_iface: "ens3".into(),
+        link_iface: Some("ens3".into()),
     };
     let vif = driver.vif(&mk_port(), &[mk_subnet()], &attachment).unwrap();
     assert_eq!(vif.vrrp_mac.as_deref(), Some("00:00:5e:00:01:01"));
     assert_eq!(vif.mac, "fa:16:3e:00:00:07");
     assert_eq!(vif.parent_ifname.as_deref(), Some("ens3"));
+    assert_eq!(vif.parent_mac.as_deref(), Some("fa:16:3e:aa:bb:cc"));
     assert!(!driver.pools_ports());
 }
 

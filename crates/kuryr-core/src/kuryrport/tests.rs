@@ -22,6 +22,7 @@ fn mk_vif(vif_type: VifType, active: bool) -> Vif {
         trunk_id: (vif_type == VifType::NestedVlan).then(|| "trunk-1".into()),
         parent_port_id: Some("vm-port".into()),
         parent_ifname: None,
+        parent_mac: None,
         vif_name: None,
         bridge_name: None,
         security_group_ids: vec!["sg-web".into()],

@@ -357,6 +357,7 @@ async fn make_pod(
         trunk_id: None,
         parent_port_id: Some(vm.port_id.clone()),
         parent_ifname: Some("eth0".into()),
+        parent_mac: Some(vm.mac.clone()),
         vif_name: None,
         bridge_name: None,
         security_group_ids: vec![],
