@@ -313,6 +313,39 @@ async fn bad_invocations_are_refused_by_the_plugin_itself() {
         .contains(&"1.1.0".into()));
 }
 
+/// `--version` prints `<binary> <version> (<commit>)`. kuryr-cni answers it without reading stdin (held
+/// open here, as a terminal would be); the CNI VERSION command still answers JSON (above).
+#[test]
+fn version_flags_print_the_build_line() {
+    for (name, bin) in [
+        ("kuryr-cni", env!("CARGO_BIN_EXE_kuryr-cni")),
+        ("kuryr-daemon", env!("CARGO_BIN_EXE_kuryr-daemon")),
+    ] {
+        let mut child = Command::new(bin)
+            .arg("--version")
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _open_stdin = child.stdin.take();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{name} --version waited (for stdin?)");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{name}: {:?}", out.status);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{name} {}\n", kuryr_version::VERSION)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_follows_cache_sync_and_gc_succeeds() {
     let d = start(FakeBinder::default(), Duration::from_secs(1));

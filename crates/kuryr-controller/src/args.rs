@@ -45,6 +45,7 @@ impl From<VifDriverArg> for VifType {
 #[derive(Debug, Parser)]
 #[command(
     name = "kuryr-controller",
+    version = kuryr_version::VERSION,
     about = "Kubernetes pod networking on OpenStack Neutron",
     // Settings from --config / --kuryr-conf come first on the command line; the last occurrence wins.
     args_override_self = true

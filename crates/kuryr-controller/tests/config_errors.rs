@@ -1,5 +1,6 @@
 //! The real `kuryr-controller` binary refuses a bad configuration at start, before connecting anywhere,
-//! naming the option and why; a credentials file others can read is refused with how to fix it.
+//! naming the option and why; a credentials file others can read is refused with how to fix it. `--version`
+//! needs no configuration at all.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -49,6 +50,20 @@ fn config(d: &Dir, name: &str, text: &str, mode: u32) -> String {
 }
 
 const BASE: &str = "cluster_id: c1\npod_subnet: s1\n";
+
+#[test]
+fn version_needs_no_settings() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kuryr-controller"))
+        .arg("--version")
+        .env_clear()
+        .output()
+        .expect("test setup");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("kuryr-controller {}\n", kuryr_version::VERSION)
+    );
+}
 
 #[test]
 fn each_invalid_setting_is_named_with_the_reason() {

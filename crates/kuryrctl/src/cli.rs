@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::output::Format;
 
 #[derive(Debug, Parser)]
-#[command(name = "kuryrctl", about = "Operate kuryr-rs: preflight, status, pools, gc")]
+#[command(
+    name = "kuryrctl",
+    version = kuryr_version::VERSION,
+    about = "Operate kuryr-rs: preflight, status, pools, gc"
+)]
 pub struct Cli {
     /// kubeconfig file; default: in-cluster config, else $KUBECONFIG / ~/.kube/config.
     #[arg(long, global = true)]
@@ -78,6 +82,42 @@ pub struct PreflightArgs {
     /// Ports a node's pool holds (ports-pool-batch of the controller).
     #[arg(long, default_value_t = 10)]
     pub pool_batch: u64,
+    /// The controller's settings file (its `--config`): `vif_driver`, `pod_subnet`, `service_subnet` and
+    /// `external_network` are read from it where the options below are not given.
+    #[arg(long, env = "KURYR_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// How pods will be wired (the controller's option; default nested-vlan): nested-vlan needs every
+    /// Node's port to be a trunk parent, nested-macvlan a Neutron port, neutron-vif nothing of the VMs.
+    #[arg(long, env = "KURYR_VIF_DRIVER", value_enum)]
+    pub vif_driver: Option<VifDriverArg>,
+    /// Subnet of pod ports (the controller's option): checked to exist.
+    #[arg(long, env = "KURYR_POD_SUBNET")]
+    pub pod_subnet: Option<String>,
+    /// Subnet of Service VIPs (the controller's option): checked to exist.
+    #[arg(long, env = "KURYR_SERVICE_SUBNET")]
+    pub service_subnet: Option<String>,
+    /// Network of LoadBalancer Services' floating IPs (the controller's option): checked to exist and be
+    /// external.
+    #[arg(long, env = "KURYR_EXTERNAL_NETWORK")]
+    pub external_network: Option<String>,
+}
+
+/// The controller's `--vif-driver` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VifDriverArg {
+    NestedVlan,
+    NestedMacvlan,
+    NeutronVif,
+}
+
+impl From<VifDriverArg> for kuryr_api::VifType {
+    fn from(v: VifDriverArg) -> Self {
+        match v {
+            VifDriverArg::NestedVlan => Self::NestedVlan,
+            VifDriverArg::NestedMacvlan => Self::NestedMacvlan,
+            VifDriverArg::NeutronVif => Self::NeutronVif,
+        }
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -1,5 +1,6 @@
 //! The CNI plugin: reads the runtime's env and stdin, answers VERSION itself, forwards everything else to
 //! kuryr-daemon over its unix socket and prints the result or the spec's error JSON (exit code 1).
+//! `kuryr-cni --version` prints the build's version line for people.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -13,6 +14,14 @@ use kuryr_cni::protocol::{self, DaemonResponse};
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(75);
 
 fn main() -> ExitCode {
+    // Runtimes run plugins without arguments (CNI passes everything in the environment and on stdin), so
+    // this can only be someone asking; answered before stdin is read, which would wait for a terminal.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "--version") {
+        return match writeln!(std::io::stdout().lock(), "{}", kuryr_version::line("kuryr-cni")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     let mut stdin = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut stdin) {
         let err = CniError::new(codes::IO_FAILURE, "cannot read stdin", e.to_string());

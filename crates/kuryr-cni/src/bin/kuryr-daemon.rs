@@ -14,7 +14,11 @@ use prometheus_client::registry::Registry;
 use tracing::info;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Kuryr CNI daemon: wires pod interfaces from KuryrPorts")]
+#[command(
+    name = "kuryr-daemon",
+    version = kuryr_version::VERSION,
+    about = "Kuryr CNI daemon: wires pod interfaces from KuryrPorts"
+)]
 struct Args {
     /// This node's name (the KuryrPort nodeName label and the Pods' spec.nodeName).
     #[arg(long, env = "KURYR_NODE_NAME")]

@@ -3,9 +3,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kuryr_api::k8s_openapi::apimachinery::pkg::version::Info;
-use kuryr_api::kube_version;
+use kuryr_api::{kube_version, CustomResourceDefinition, Node, VifType};
+use kuryr_core::neutron::NeutronPort;
+use kuryr_core::parent::{find_trunk_parent, find_vm_port, internal_ips};
+use kuryr_core::CoreError;
 use serde::Serialize;
 
+use super::crd_drift::drift;
 use super::needs::{needs, Api, Counts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -14,6 +18,8 @@ pub enum Outcome {
     Pass,
     Warn,
     Fail,
+    /// Not checked; the detail says why (a setting not given, Kubernetes not read).
+    Skip,
 }
 
 impl Outcome {
@@ -22,6 +28,7 @@ impl Outcome {
             Outcome::Pass => "PASS",
             Outcome::Warn => "WARN",
             Outcome::Fail => "FAIL",
+            Outcome::Skip => "SKIP",
         }
     }
 }
@@ -47,10 +54,49 @@ pub struct Facts {
     pub counts: Counts,
     /// Where the counts came from (`kubernetes`, `flags`), or why Kubernetes could not be read.
     pub counts_source: String,
-    /// Kuryr CRDs missing from the cluster (`None`: Kubernetes not read).
-    pub missing_crds: Option<Vec<String>>,
+    /// The Kuryr CRDs in the cluster by name (`None`: Kubernetes not read; `Err`: why they could not be).
+    pub installed_crds: Option<Result<BTreeMap<String, CustomResourceDefinition>, String>>,
     /// The API server's `/version` (`None`: Kubernetes not read; `Err`: why it could not be).
     pub kubernetes_version: Option<Result<Info, String>>,
+    /// The controller's vif driver the install will use.
+    pub vif_driver: VifType,
+    /// Every Node with the ports on its InternalIPs (`None`: not read; `Err`: Nodes not listed).
+    pub nodes: Option<Result<Vec<NodePorts>, String>>,
+    /// The configured cloud objects (`None`: not given).
+    pub pod_subnet: Option<Configured<SubnetFacts>>,
+    pub service_subnet: Option<Configured<SubnetFacts>>,
+    pub external_network: Option<Configured<NetworkFacts>>,
+}
+
+/// A Node and the Neutron ports holding its InternalIPs: what the controller's parent-port lookup sees.
+#[derive(Debug, Clone)]
+pub struct NodePorts {
+    pub node: Node,
+    /// `Err`: the ports could not be listed.
+    pub ports: Result<Vec<NeutronPort>, String>,
+}
+
+/// A configured id and what Neutron says about it.
+#[derive(Debug, Clone)]
+pub struct Configured<T> {
+    pub id: String,
+    /// Where the id came from: a flag, or the settings file's path.
+    pub from: String,
+    /// `Ok(None)`: Neutron has no such object (or does not show it to these credentials).
+    pub found: Result<Option<T>, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SubnetFacts {
+    pub cidr: String,
+    pub network_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct NetworkFacts {
+    pub name: String,
+    /// `router:external`: floating IPs can be allocated from it.
+    pub external: bool,
 }
 
 impl Default for Facts {
@@ -64,8 +110,13 @@ impl Default for Facts {
             octavia_quota: BTreeMap::new(),
             counts: Counts::default(),
             counts_source: String::new(),
-            missing_crds: None,
+            installed_crds: None,
             kubernetes_version: None,
+            vif_driver: VifType::NestedVlan,
+            nodes: None,
+            pod_subnet: None,
+            service_subnet: None,
+            external_network: None,
         }
     }
 }
@@ -263,20 +314,41 @@ pub fn evaluate(f: &Facts) -> Vec<Check> {
             format!("cannot list agents ({e}): check the firewall driver enforces SGs on subports"),
         ),
     });
-    if let Some(missing) = &f.missing_crds {
-        out.push(if missing.is_empty() {
-            check("kuryr CRDs", Outcome::Pass, "installed")
-        } else {
-            check(
-                "kuryr CRDs",
-                Outcome::Warn,
-                format!(
-                    "not installed yet: {} (kubectl apply -k deploy/)",
-                    missing.join(", ")
-                ),
-            )
-        });
-    }
+    out.push(crds(f));
+    out.extend(node_ports(f));
+    out.push(configured(
+        "pod subnet",
+        "subnet",
+        &f.pod_subnet,
+        "not given (--pod-subnet, or pod_subnet in --config): the controller needs one",
+        subnet_line,
+    ));
+    out.push(configured(
+        "service subnet",
+        "subnet",
+        &f.service_subnet,
+        "not given (--service-subnet, or service_subnet in --config): without it Services get no load balancer",
+        subnet_line,
+    ));
+    out.push(configured(
+        "external network",
+        "network",
+        &f.external_network,
+        "not given (--external-network, or external_network in --config): LoadBalancer Services get no floating IP",
+        |id, n: &NetworkFacts| {
+            if n.external {
+                (Outcome::Pass, format!("{id} ({}): external", n.name))
+            } else {
+                (
+                    Outcome::Fail,
+                    format!(
+                        "{id} ({}): not external (router:external false): floating IPs cannot come from it",
+                        n.name
+                    ),
+                )
+            }
+        },
+    ));
     for need in needs(&f.counts) {
         let quotas = match need.api {
             Api::Neutron => &f.neutron_quota,
@@ -326,6 +398,199 @@ pub fn evaluate(f: &Facts) -> Vec<Check> {
     out
 }
 
+const KUBERNETES_SKIPPED: &str = "Kubernetes not read (--no-kubernetes)";
+
+/// The cluster's Kuryr CRDs against this build's: a stale one FAILs (the controller would write objects
+/// the API server prunes or refuses), missing ones only WARN (before an install they are not there yet).
+fn crds(f: &Facts) -> Check {
+    const NAME: &str = "kuryr CRDs";
+    let installed = match &f.installed_crds {
+        None => return check(NAME, Outcome::Skip, KUBERNETES_SKIPPED),
+        Some(Err(e)) => return check(NAME, Outcome::Warn, format!("not read: {e}")),
+        Some(Ok(installed)) => installed,
+    };
+    let mut missing = Vec::new();
+    let mut stale = Vec::new();
+    for built in kuryr_api::crds::crds() {
+        let name = built.metadata.name.clone().unwrap_or_default();
+        match installed.get(&name) {
+            None => missing.push(name),
+            Some(i) => stale.extend(drift(&built, i).map(|d| format!("{name}: {d}"))),
+        }
+    }
+    if !stale.is_empty() {
+        let also = if missing.is_empty() {
+            String::new()
+        } else {
+            format!("; not installed: {}", missing.join(", "))
+        };
+        check(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "not the ones {} generates: {}{also}; run `kubectl apply -f deploy/crds/` (or `kubectl apply -k deploy/`) of this release",
+                kuryr_version::line("kuryrctl"),
+                stale.join("; ")
+            ),
+        )
+    } else if !missing.is_empty() {
+        check(
+            NAME,
+            Outcome::Warn,
+            format!(
+                "not installed yet: {} (kubectl apply -k deploy/)",
+                missing.join(", ")
+            ),
+        )
+    } else {
+        check(
+            NAME,
+            Outcome::Pass,
+            format!(
+                "installed, the same as {} generates",
+                kuryr_version::line("kuryrctl")
+            ),
+        )
+    }
+}
+
+/// Each Node's VM port as the controller will look for it: nested-vlan needs the port holding the Node's
+/// InternalIP to be a trunk parent, nested-macvlan only needs the port. One summary line, then one line
+/// per Node that fails (named, with its addresses).
+fn node_ports(f: &Facts) -> Vec<Check> {
+    const NAME: &str = "node parent ports";
+    let need = match f.vif_driver {
+        VifType::NestedVlan => "trunk parent port",
+        VifType::NestedMacvlan => "Neutron port",
+        other => {
+            return vec![check(
+                NAME,
+                Outcome::Skip,
+                format!("vif driver {other}: pods get ports of their own, the Nodes' ports are not used"),
+            )]
+        }
+    };
+    let nodes = match &f.nodes {
+        None => return vec![check(NAME, Outcome::Skip, KUBERNETES_SKIPPED)],
+        Some(Err(e)) => return vec![check(NAME, Outcome::Warn, format!("Nodes not listed: {e}"))],
+        Some(Ok(nodes)) if nodes.is_empty() => {
+            return vec![check(NAME, Outcome::Warn, "no Nodes yet: nothing to check")]
+        }
+        Some(Ok(nodes)) => nodes,
+    };
+    let mut failed = Vec::new();
+    let mut unread = Vec::new();
+    let mut lines = Vec::new();
+    for n in nodes {
+        let name = n.node.metadata.name.clone().unwrap_or_default();
+        let ips = internal_ips(&n.node).join(", ");
+        let line = |outcome, detail| check(format!("node parent port {name}"), outcome, detail);
+        let found = match &n.ports {
+            Err(e) => {
+                lines.push(line(Outcome::Warn, format!("{ips}: ports not listed: {e}")));
+                unread.push(name.clone());
+                continue;
+            }
+            Ok(ports) if f.vif_driver == VifType::NestedVlan => find_trunk_parent(&n.node, ports).map(|_| ()),
+            Ok(ports) => find_vm_port(&n.node, ports).map(|_| ()),
+        };
+        if let Err(e) = found {
+            lines.push(line(Outcome::Fail, node_failure(&e, &ips)));
+            failed.push(name.clone());
+        }
+    }
+    let total = nodes.len();
+    let summary = if !failed.is_empty() {
+        check(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{} of {total} Nodes have no {need} on their InternalIP ({}): {}",
+                failed.len(),
+                f.vif_driver,
+                failed.join(", ")
+            ),
+        )
+    } else if !unread.is_empty() {
+        check(
+            NAME,
+            Outcome::Warn,
+            format!(
+                "{} of {total} Nodes not checked: {}",
+                unread.len(),
+                unread.join(", ")
+            ),
+        )
+    } else {
+        check(
+            NAME,
+            Outcome::Pass,
+            format!(
+                "{}: each InternalIP is on a {need} ({})",
+                if total == 1 {
+                    "1 Node".to_owned()
+                } else {
+                    format!("{total} Nodes")
+                },
+                f.vif_driver
+            ),
+        )
+    };
+    std::iter::once(summary).chain(lines).collect()
+}
+
+/// What to tell about a Node the parent-port lookup refuses, and how to fix it.
+fn node_failure(e: &CoreError, ips: &str) -> String {
+    match e {
+        CoreError::NoNodeAddress { .. } => {
+            format!("{e}: the controller finds a Node's VM port by its InternalIP")
+        }
+        CoreError::NoParentPort { .. } => {
+            format!("{e} (none these credentials can see): is the Node a VM of this cloud and project?")
+        }
+        CoreError::NoTrunkOnNode { .. } => format!(
+            "{ips}: {e}: nested-vlan needs the VM booted on a trunk's parent port (or --vif-driver nested-macvlan)"
+        ),
+        other => format!("{ips}: {other}"),
+    }
+}
+
+/// A configured id: SKIP when not given, FAIL when Neutron has no such `what`, else `judge` decides.
+fn configured<T>(
+    name: &str,
+    what: &str,
+    c: &Option<Configured<T>>,
+    not_given: &str,
+    judge: impl Fn(&str, &T) -> (Outcome, String),
+) -> Check {
+    let Some(c) = c else {
+        return check(name, Outcome::Skip, not_given);
+    };
+    match &c.found {
+        Ok(None) => check(
+            name,
+            Outcome::Fail,
+            format!("{} (from {}): no such {what}", c.id, c.from),
+        ),
+        Err(e) => check(
+            name,
+            Outcome::Warn,
+            format!("{} (from {}): not read: {e}", c.id, c.from),
+        ),
+        Ok(Some(t)) => {
+            let (outcome, detail) = judge(&c.id, t);
+            check(name, outcome, detail)
+        }
+    }
+}
+
+fn subnet_line(id: &str, s: &SubnetFacts) -> (Outcome, String) {
+    (
+        Outcome::Pass,
+        format!("{id}: {} on network {}", s.cidr, s.network_id),
+    )
+}
+
 fn api_name(a: Api) -> &'static str {
     match a {
         Api::Neutron => "neutron",
@@ -335,7 +600,91 @@ fn api_name(a: Api) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use kuryr_api::k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
+    use kuryr_api::ObjectMeta;
+    use kuryr_core::neutron::FixedIp;
+
     use super::*;
+
+    fn node(name: &str, ips: &[&str]) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            status: Some(NodeStatus {
+                addresses: Some(
+                    ips.iter()
+                        .map(|ip| NodeAddress {
+                            type_: "InternalIP".into(),
+                            address: (*ip).into(),
+                        })
+                        .collect(),
+                ),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    fn port(id: &str, ip: &str, trunk: Option<&str>) -> NeutronPort {
+        NeutronPort {
+            id: id.into(),
+            device_owner: "compute:nova".into(),
+            fixed_ips: vec![FixedIp {
+                subnet_id: "nodes".into(),
+                ip_address: ip.into(),
+            }],
+            trunk_id: trunk.map(Into::into),
+            ..NeutronPort::default()
+        }
+    }
+
+    /// A Node whose VM port (`vm-<name>`) holds its address; a trunk parent when `trunk`.
+    fn node_on_port(name: &str, ip: &str, trunk: bool) -> NodePorts {
+        let trunk_id = format!("trunk-{name}");
+        NodePorts {
+            node: node(name, &[ip]),
+            ports: Ok(vec![port(
+                &format!("vm-{name}"),
+                ip,
+                trunk.then_some(trunk_id.as_str()),
+            )]),
+        }
+    }
+
+    fn found<T>(id: &str, t: T) -> Option<Configured<T>> {
+        Some(Configured {
+            id: id.into(),
+            from: "--flag".into(),
+            found: Ok(Some(t)),
+        })
+    }
+
+    fn subnet(cidr: &str) -> SubnetFacts {
+        SubnetFacts {
+            cidr: cidr.into(),
+            network_id: "net-1".into(),
+        }
+    }
+
+    /// What the API server hands back for this build's CRDs: with its defaults filled in.
+    fn installed_crds() -> BTreeMap<String, CustomResourceDefinition> {
+        kuryr_api::crds::crds()
+            .into_iter()
+            .map(|mut c| {
+                c.spec.names.list_kind = Some(format!("{}List", c.spec.names.kind));
+                (c.metadata.name.clone().unwrap_or_default(), c)
+            })
+            .collect()
+    }
+
+    fn line<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+        checks
+            .iter()
+            .find(|c| c.check == name)
+            .unwrap_or_else(|| panic!("no `{name}` line: {checks:#?}"))
+    }
 
     fn good() -> Facts {
         let ext = [
@@ -358,6 +707,20 @@ mod tests {
                 pool_batch: 10,
                 ..Counts::default()
             },
+            installed_crds: Some(Ok(installed_crds())),
+            nodes: Some(Ok(vec![
+                node_on_port("vm1", "10.0.0.11", true),
+                node_on_port("vm2", "10.0.0.12", true),
+            ])),
+            pod_subnet: found("pod-subnet-id", subnet("10.1.0.0/16")),
+            service_subnet: found("svc-subnet-id", subnet("10.2.0.0/16")),
+            external_network: found(
+                "ext-net-id",
+                NetworkFacts {
+                    name: "public".into(),
+                    external: true,
+                },
+            ),
             ..Facts::default()
         }
     }
@@ -388,6 +751,207 @@ mod tests {
     fn a_complete_cloud_with_unlimited_quotas_passes() {
         let c = evaluate(&good());
         assert!(c.iter().all(|c| c.outcome == Outcome::Pass), "{c:#?}");
+        assert_eq!(
+            line(&c, "node parent ports").detail,
+            "2 Nodes: each InternalIP is on a trunk parent port (nested-vlan)"
+        );
+        assert_eq!(
+            line(&c, "pod subnet").detail,
+            "pod-subnet-id: 10.1.0.0/16 on network net-1"
+        );
+    }
+
+    #[test]
+    fn nested_vlan_fails_each_node_without_a_trunk_parent_by_name_and_ip() {
+        let mut f = good();
+        f.nodes = Some(Ok(vec![
+            node_on_port("vm1", "10.0.0.11", true),
+            node_on_port("no-trunk", "10.0.0.12", false),
+            NodePorts {
+                node: node("elsewhere", &["192.0.2.7"]),
+                ports: Ok(vec![]),
+            },
+            NodePorts {
+                node: node("no-address", &[]),
+                ports: Ok(vec![]),
+            },
+        ]));
+        let c = evaluate(&f);
+        let summary = line(&c, "node parent ports");
+        assert_eq!(summary.outcome, Outcome::Fail);
+        assert_eq!(
+            summary.detail,
+            "3 of 4 Nodes have no trunk parent port on their InternalIP (nested-vlan): no-trunk, elsewhere, no-address"
+        );
+        let no_trunk = line(&c, "node parent port no-trunk");
+        assert_eq!(no_trunk.outcome, Outcome::Fail);
+        assert!(
+            no_trunk
+                .detail
+                .starts_with("10.0.0.12: port vm-no-trunk of node no-trunk is not a trunk parent"),
+            "{}",
+            no_trunk.detail
+        );
+        let elsewhere = line(&c, "node parent port elsewhere");
+        assert_eq!(elsewhere.outcome, Outcome::Fail);
+        assert!(
+            elsewhere
+                .detail
+                .contains("no Neutron port has node elsewhere's address 192.0.2.7"),
+            "{}",
+            elsewhere.detail
+        );
+        assert!(line(&c, "node parent port no-address")
+            .detail
+            .contains("has no InternalIP address"));
+        // Passing Nodes get no line of their own.
+        assert!(!c.iter().any(|c| c.check == "node parent port vm1"), "{c:#?}");
+    }
+
+    #[test]
+    fn nested_macvlan_needs_a_port_but_no_trunk() {
+        let mut f = good();
+        f.vif_driver = VifType::NestedMacvlan;
+        f.nodes = Some(Ok(vec![node_on_port("vm1", "10.0.0.11", false)]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Pass);
+        assert_eq!(
+            line(&c, "node parent ports").detail,
+            "1 Node: each InternalIP is on a Neutron port (nested-macvlan)"
+        );
+        f.nodes = Some(Ok(vec![NodePorts {
+            node: node("vm9", &["10.0.0.19"]),
+            ports: Ok(vec![]),
+        }]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Fail);
+        assert_eq!(line(&c, "node parent port vm9").outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn node_ports_are_skipped_or_warned_when_not_checkable() {
+        let mut f = good();
+        f.vif_driver = VifType::NeutronVif;
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Skip);
+        assert!(line(&c, "node parent ports").detail.contains("neutron-vif"));
+
+        let mut f = good();
+        f.nodes = None;
+        assert_eq!(line(&evaluate(&f), "node parent ports").outcome, Outcome::Skip);
+        f.nodes = Some(Err("forbidden".into()));
+        assert_eq!(line(&evaluate(&f), "node parent ports").outcome, Outcome::Warn);
+        f.nodes = Some(Ok(vec![NodePorts {
+            node: node("vm1", &["10.0.0.11"]),
+            ports: Err("neutron down".into()),
+        }]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Warn);
+        assert_eq!(line(&c, "node parent port vm1").outcome, Outcome::Warn);
+        assert!(!c.iter().any(|c| c.outcome == Outcome::Fail), "{c:#?}");
+    }
+
+    #[test]
+    fn a_missing_subnet_or_network_fails_with_its_id_and_an_absent_one_is_skipped() {
+        let mut f = good();
+        f.pod_subnet = Some(Configured {
+            id: "00000000-dead-beef-0000-000000000000".into(),
+            from: "/etc/kuryr/kuryr.yaml".into(),
+            found: Ok(None),
+        });
+        f.service_subnet = None;
+        f.external_network = Some(Configured {
+            id: "ext".into(),
+            from: "--external-network".into(),
+            found: Err("503".into()),
+        });
+        let c = evaluate(&f);
+        let pod = line(&c, "pod subnet");
+        assert_eq!(pod.outcome, Outcome::Fail);
+        assert_eq!(
+            pod.detail,
+            "00000000-dead-beef-0000-000000000000 (from /etc/kuryr/kuryr.yaml): no such subnet"
+        );
+        let svc = line(&c, "service subnet");
+        assert_eq!(svc.outcome, Outcome::Skip);
+        assert!(
+            svc.detail.starts_with("not given (--service-subnet"),
+            "{}",
+            svc.detail
+        );
+        assert_eq!(line(&c, "external network").outcome, Outcome::Warn);
+        f.external_network = Some(Configured {
+            id: "ext".into(),
+            from: "--external-network".into(),
+            found: Ok(None),
+        });
+        assert_eq!(
+            line(&evaluate(&f), "external network").detail,
+            "ext (from --external-network): no such network"
+        );
+    }
+
+    #[test]
+    fn an_external_network_that_is_not_external_fails() {
+        let mut f = good();
+        f.external_network = found(
+            "tenant-net",
+            NetworkFacts {
+                name: "private".into(),
+                external: false,
+            },
+        );
+        let c = evaluate(&f);
+        let ext = line(&c, "external network");
+        assert_eq!(ext.outcome, Outcome::Fail);
+        assert!(
+            ext.detail.starts_with("tenant-net (private): not external"),
+            "{}",
+            ext.detail
+        );
+    }
+
+    #[test]
+    fn stale_crds_fail_with_the_apply_command_and_missing_ones_warn() {
+        let mut f = good();
+        let mut installed = installed_crds();
+        let kp = installed.get_mut("kuryrports.openstack.org").unwrap();
+        kp.spec.versions[0]
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .unwrap()
+            .remove("status");
+        f.installed_crds = Some(Ok(installed));
+        let c = evaluate(&f);
+        let crds = line(&c, "kuryr CRDs");
+        assert_eq!(crds.outcome, Outcome::Fail);
+        assert!(
+            crds.detail.contains(
+                "kuryrports.openstack.org: version v1: schema.openAPIV3Schema.properties.status is not in the cluster"
+            ),
+            "{}",
+            crds.detail
+        );
+        assert!(
+            crds.detail.contains("kubectl apply -f deploy/crds/"),
+            "{}",
+            crds.detail
+        );
+
+        let mut partial = installed_crds();
+        partial.remove("kuryrnetworkpolicies.openstack.org");
+        f.installed_crds = Some(Ok(partial));
+        let crds = evaluate(&f);
+        let crds = line(&crds, "kuryr CRDs");
+        assert_eq!(crds.outcome, Outcome::Warn);
+        assert!(crds
+            .detail
+            .contains("not installed yet: kuryrnetworkpolicies.openstack.org"));
+
+        f.installed_crds = None;
+        assert_eq!(line(&evaluate(&f), "kuryr CRDs").outcome, Outcome::Skip);
     }
 
     #[test]

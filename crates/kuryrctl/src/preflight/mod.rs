@@ -1,15 +1,20 @@
 //! `kuryrctl preflight`: is this cloud ready for kuryr-rs? Extensions, Octavia version and providers, the
-//! security-group firewall, CRDs, and each quota against what the cluster needs. Exit code 1 on any FAIL.
+//! security-group firewall, and each quota against what the cluster needs; and what an install needs: the
+//! CRDs of this build, every Node's VM port (a trunk parent for nested-vlan), the configured subnets and
+//! external network. Exit code 1 on any FAIL.
 
 pub mod checks;
+pub mod crd_drift;
+pub mod lookups;
 pub mod needs;
+pub mod settings;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
+use kuryr_api::VifType;
 use kuryr_openstack::errors::Service as OsService;
 use kuryr_openstack::neutron::{extensions, quotas};
 use kuryr_openstack::octavia::{self, listeners, loadbalancers, pools};
@@ -18,20 +23,15 @@ use serde::Serialize;
 
 pub use checks::{evaluate, Check, Facts, Outcome, QuotaLine};
 pub use needs::Counts;
+pub use settings::Settings;
 
 use crate::cli::{Cli, PreflightArgs};
 use crate::output::{emit, toned, Format, Progress, Table, Tone};
 
-/// Kuryr CRDs preflight looks for.
-pub const CRDS: [&str; 4] = [
-    "kuryrports.openstack.org",
-    "kuryrnetworks.openstack.org",
-    "kuryrloadbalancers.openstack.org",
-    "kuryrnetworkpolicies.openstack.org",
-];
-
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// `kuryrctl <version> (<commit>)`: the build whose CRDs and lookups were checked against.
+    pub version: String,
     pub passed: bool,
     pub counts: Counts,
     pub counts_source: String,
@@ -44,7 +44,9 @@ pub async fn run(
     fmt: Format,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<i32> {
-    let mut progress = Progress::new(6);
+    // Before connecting: a bad settings file is the operator's to fix, not a check line.
+    let settings = settings::resolve(a)?;
+    let mut progress = Progress::new(9);
     let cloud = crate::connect::cloud(cli).await?;
     progress.step("connected to OpenStack");
     let project = crate::connect::project(cli, &cloud)
@@ -54,9 +56,12 @@ pub async fn run(
     } else {
         Some(crate::connect::kube_client(cli).await)
     };
-    let facts = gather(&cloud, &project, kube, a, &mut progress).await;
+    let facts = gather(&cloud, &project, kube, a, &settings, &mut progress).await;
     progress.finish();
     let report = report(facts);
+    if fmt == Format::Table {
+        writeln!(out, "{}", report.version)?;
+    }
     emit(out, fmt, &table(&report), &report)?;
     Ok(if report.passed { 0 } else { 1 })
 }
@@ -64,6 +69,7 @@ pub async fn run(
 pub fn report(facts: Facts) -> Report {
     let checks = evaluate(&facts);
     Report {
+        version: kuryr_version::line("kuryrctl"),
         passed: checks.iter().all(|c| c.outcome != Outcome::Fail),
         counts: facts.counts,
         counts_source: facts.counts_source,
@@ -80,6 +86,7 @@ pub fn table(r: &Report) -> Table {
             Outcome::Pass => Tone::Good,
             Outcome::Warn => Tone::Warn,
             Outcome::Fail => Tone::Bad,
+            Outcome::Skip => Tone::Plain,
         };
         let (limit, used, needs, seed) = match &c.quota {
             Some(q) => (
@@ -107,6 +114,9 @@ pub fn table(r: &Report) -> Table {
     t
 }
 
+/// The progress steps that read Kubernetes (stepped over at once when it is not read).
+const KUBERNETES_STEPS: [&str; 3] = ["cluster counts", "kuryr CRDs", "node ports"];
+
 fn err_text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -118,9 +128,13 @@ pub async fn gather(
     project: &str,
     kube: Option<anyhow::Result<kube::Client>>,
     a: &PreflightArgs,
+    settings: &Settings,
     progress: &mut Progress,
 ) -> Facts {
-    let mut f = Facts::default();
+    let mut f = Facts {
+        vif_driver: settings.vif_driver,
+        ..Facts::default()
+    };
     match extensions::list(cloud).await {
         Ok(exts) => f.neutron_extensions = exts.into_iter().map(|e| e.alias).collect(),
         Err(e) => f.agents = Err(err_text(e)),
@@ -141,6 +155,16 @@ pub async fn gather(
         f.octavia_quota = octavia_quota(cloud, project).await;
     }
     progress.step("quotas");
+    if let Some(g) = &settings.pod_subnet {
+        f.pod_subnet = Some(lookups::subnet(cloud, g).await);
+    }
+    if let Some(g) = &settings.service_subnet {
+        f.service_subnet = Some(lookups::subnet(cloud, g).await);
+    }
+    if let Some(g) = &settings.external_network {
+        f.external_network = Some(lookups::network(cloud, g).await);
+    }
+    progress.step("configured subnets and network");
     let flags = Counts {
         nodes: a.nodes.unwrap_or(0),
         namespaces: a.namespaces.unwrap_or(0),
@@ -155,27 +179,38 @@ pub async fn gather(
         None => {
             f.counts = flags;
             f.counts_source = "flags".into();
+            KUBERNETES_STEPS.iter().for_each(|s| progress.step(s));
         }
         Some(Err(e)) => {
             f.counts = flags;
             f.counts_source = format!("flags (Kubernetes unreachable: {e:#})");
+            let why = format!("Kubernetes unreachable: {e:#}");
+            f.installed_crds = Some(Err(why.clone()));
+            f.nodes = Some(Err(why));
+            KUBERNETES_STEPS.iter().for_each(|s| progress.step(s));
         }
         Some(Ok(client)) => {
             f.kubernetes_version = Some(client.apiserver_version().await.map_err(err_text));
             match kube_counts(&client, a).await {
-                Ok((counts, missing)) => {
+                Ok(counts) => {
                     f.counts = counts;
                     f.counts_source = "kubernetes".into();
-                    f.missing_crds = Some(missing);
                 }
                 Err(e) => {
                     f.counts = flags;
                     f.counts_source = format!("flags (Kubernetes unreadable: {e:#})");
                 }
             }
+            progress.step(KUBERNETES_STEPS[0]);
+            f.installed_crds = Some(lookups::installed_crds(&client).await);
+            progress.step(KUBERNETES_STEPS[1]);
+            // neutron-vif does not use the Nodes' ports: nothing to look up.
+            if settings.vif_driver != VifType::NeutronVif {
+                f.nodes = Some(lookups::node_ports(&client, cloud).await);
+            }
+            progress.step(KUBERNETES_STEPS[2]);
         }
     }
-    progress.step("cluster counts");
     f
 }
 
@@ -254,8 +289,8 @@ async fn octavia_quota(cloud: &Cloud, project: &str) -> BTreeMap<String, QuotaLi
     ])
 }
 
-/// Counts from the cluster (flags given explicitly win), and which Kuryr CRDs are missing.
-async fn kube_counts(client: &kube::Client, a: &PreflightArgs) -> anyhow::Result<(Counts, Vec<String>)> {
+/// Counts from the cluster (flags given explicitly win).
+async fn kube_counts(client: &kube::Client, a: &PreflightArgs) -> anyhow::Result<Counts> {
     let lp = ListParams::default();
     let nodes = Api::<Node>::all(client.clone())
         .list_metadata(&lp)
@@ -291,30 +326,15 @@ async fn kube_counts(client: &kube::Client, a: &PreflightArgs) -> anyhow::Result
         .iter()
         .filter(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
         .count();
-    let crds: BTreeSet<String> = Api::<CustomResourceDefinition>::all(client.clone())
-        .list_metadata(&lp)
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
-    let missing = CRDS
-        .iter()
-        .filter(|c| !crds.contains(**c))
-        .map(|c| (*c).to_owned())
-        .collect();
     let n = |x: usize| u64::try_from(x).unwrap_or(u64::MAX);
-    Ok((
-        Counts {
-            nodes: a.nodes.unwrap_or(n(nodes)),
-            namespaces: a.namespaces.unwrap_or(n(namespaces)),
-            services: a.services.unwrap_or(n(balanced.len())),
-            service_ports: a.services.unwrap_or(n(service_ports)),
-            lb_services: n(lb_services),
-            policies: a.policies.unwrap_or(n(policies)),
-            pods: a.pods.unwrap_or(n(pods)),
-            pool_batch: a.pool_batch,
-        },
-        missing,
-    ))
+    Ok(Counts {
+        nodes: a.nodes.unwrap_or(n(nodes)),
+        namespaces: a.namespaces.unwrap_or(n(namespaces)),
+        services: a.services.unwrap_or(n(balanced.len())),
+        service_ports: a.services.unwrap_or(n(service_ports)),
+        lb_services: n(lb_services),
+        policies: a.policies.unwrap_or(n(policies)),
+        pods: a.pods.unwrap_or(n(pods)),
+        pool_batch: a.pool_batch,
+    })
 }
