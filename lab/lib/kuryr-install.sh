@@ -62,7 +62,6 @@ os_cloud: kuryr-lab
 clouds_yaml: /etc/kuryr/clouds/clouds.yaml
 pod_subnet: $(lab_json pod_subnet_id)
 vif_driver: $(vif_driver)
-link_iface: eth0
 service_subnet: $(lab_json service_subnet_id)
 external_network: $(lab_json external_network_id)
 lb_provider: ovn
