@@ -146,6 +146,18 @@ if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
   done
 fi
 echo
+echo "== requests through a Service (a pod's namespace → the clusterIP of Service demo → its Octavia ovn LB → a demo pod's httpd)"
+vip=$(kubectl -n kuryr-demo get service demo -o jsonpath='{.spec.clusterIP}')
+if [ ${#pods[@]} -eq 0 ] || [ -z "$vip" ]; then echo "  (no running pods or no clusterIP)"; else
+  set -- ${pods[0]}; from=$1 pid=$3
+  answers() { nsenter -t "$pid" -n curl -s -m 3 "http://$vip/" 2>/dev/null | grep -q .; }
+  waitfor "an answer from http://$vip/" 60 answers || true
+  for i in 1 2 3 4 5 6; do
+    ans=$(nsenter -t "$pid" -n curl -s -m 3 "http://$vip/" 2>/dev/null || true)
+    printf '  %s → http://%s/ : %s\n' "$from" "$vip" "${ans:-no answer}"
+  done
+fi
+echo
 echo "== Kubernetes Nodes (vm1..3: the lab VMs, no kubelet; kubelet-vm1/2: real nodes on vm1/vm2)"
 kubectl get nodes -o custom-columns='NODE:.metadata.name,INTERNAL-IP:.status.addresses[?(@.type=="InternalIP")].address,READY:.status.conditions[?(@.type=="Ready")].status,NEUTRON-PORT:.metadata.annotations.kuryr\.lab/neutron-port' | sed 's/^/  /'
 echo
