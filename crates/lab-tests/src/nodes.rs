@@ -33,3 +33,57 @@ pub fn nsenter(pid: u32, cmd: &[&str]) -> anyhow::Result<String> {
         .output()?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Waits until exactly `n` pods of `pods` exist, none terminating, all Running with an IP.
+pub async fn wait_running(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    n: usize,
+    timeout: std::time::Duration,
+) -> anyhow::Result<Vec<k8s_openapi::api::core::v1::Pod>> {
+    use kube::ResourceExt;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let list = pods.list(&kube::api::ListParams::default()).await?.items;
+        let running: Vec<_> = list
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.status
+                        .as_ref()
+                        .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
+            })
+            .cloned()
+            .collect();
+        if running.len() == n && list.len() == n {
+            return Ok(running);
+        }
+        if std::time::Instant::now() > deadline {
+            let phases: Vec<_> = list
+                .iter()
+                .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.phase.clone())))
+                .collect();
+            anyhow::bail!(
+                "{n} pods not Running within {timeout:?}: {phases:?} (see the kubelet and kuryr-daemon logs)"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// The node a pod runs on and the PID of its first container's task there.
+pub fn pod_task(pod: &k8s_openapi::api::core::v1::Pod) -> anyhow::Result<(String, u32)> {
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .context("node")?;
+    let cid = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.container_id.clone())
+        .context("container id")?;
+    let pid = task_pid(&node, &cid)?;
+    Ok((node, pid))
+}

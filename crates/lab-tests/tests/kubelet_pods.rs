@@ -26,7 +26,7 @@ use kuryr_controller::Config;
 use kuryr_openstack::neutron::ports;
 use kuryr_openstack::neutron::Filter;
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
-use lab_tests::nodes::{nsenter, task_pid};
+use lab_tests::nodes::{self, nsenter};
 use lab_tests::Lab;
 use serde_json::json;
 
@@ -397,52 +397,22 @@ struct RunningPod {
 /// Waits until exactly `n` pods are Running with an IP and no pod is terminating; finds their PIDs.
 async fn wait_running(client: &Client, ns: &str, n: usize) -> anyhow::Result<Vec<RunningPod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + RUNNING_TIMEOUT;
-    loop {
-        let list = pods.list(&ListParams::default()).await?.items;
-        let ready: Vec<&Pod> = list
-            .iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.status
-                        .as_ref()
-                        .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
-            })
-            .collect();
-        if ready.len() == n && list.len() == n {
-            let mut out = Vec::new();
-            for p in ready {
-                let status = p.status.as_ref().context("status")?;
-                let node = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .context("node")?;
-                let cid = status
-                    .container_statuses
-                    .as_ref()
-                    .and_then(|c| c.first())
-                    .and_then(|c| c.container_id.clone())
-                    .context("container id")?;
-                out.push(RunningPod {
-                    ns: ns.into(),
-                    name: p.name_any(),
-                    ip: status.pod_ip.clone().context("pod IP")?,
-                    pid: task_pid(&node, &cid)?,
-                    node,
-                });
-            }
-            return Ok(out);
-        }
-        if Instant::now() > deadline {
-            let phases: Vec<_> = list
-                .iter()
-                .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.phase.clone())))
-                .collect();
-            bail!("{n} pods not Running within {RUNNING_TIMEOUT:?}: {phases:?} (see the lab's kubelet and kuryr-daemon logs)");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut out = Vec::new();
+    for p in nodes::wait_running(&pods, n, RUNNING_TIMEOUT).await? {
+        let (node, pid) = nodes::pod_task(&p)?;
+        out.push(RunningPod {
+            ns: ns.into(),
+            name: p.name_any(),
+            ip: p
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .context("pod IP")?,
+            pid,
+            node,
+        });
     }
+    Ok(out)
 }
 
 fn pings(from: &RunningPod, ip: &str) -> bool {

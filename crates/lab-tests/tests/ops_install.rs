@@ -23,7 +23,7 @@ use kuryr_api::{
 use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
-use lab_tests::nodes::{nsenter, task_pid};
+use lab_tests::nodes::{self, nsenter};
 use lab_tests::{cluster, Lab};
 use serde_json::json;
 
@@ -206,7 +206,7 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str) -> anyhow::Result<()
     services.create(&PostParams::default(), &svc).await?;
 
     // Wired and Running, with the KuryrPort's IP.
-    let running = wait_running(&pods, 3).await?;
+    let running = nodes::wait_running(&pods, 3, WAIT).await?;
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
     for p in &running {
         let kp = kps.get(&p.name_any()).await?;
@@ -250,19 +250,7 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str) -> anyhow::Result<()
         .iter()
         .find(|p| p.name_any() == "client")
         .context("client pod")?;
-    let node = c
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .context("node")?;
-    let cid = c
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first())
-        .and_then(|cs| cs.container_id.clone())
-        .context("container id")?;
-    let pid = task_pid(&node, &cid)?;
+    let (_, pid) = nodes::pod_task(c)?;
     let names: Vec<String> = running
         .iter()
         .map(|p| p.name_any())
@@ -326,31 +314,4 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str) -> anyhow::Result<()
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Ok(())
-}
-
-async fn wait_running(pods: &Api<Pod>, n: usize) -> anyhow::Result<Vec<Pod>> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let list = pods.list(&ListParams::default()).await?.items;
-        let running: Vec<Pod> = list
-            .iter()
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .is_some_and(|s| s.phase.as_deref() == Some("Running") && s.pod_ip.is_some())
-            })
-            .cloned()
-            .collect();
-        if running.len() == n {
-            return Ok(running);
-        }
-        if Instant::now() > deadline {
-            let phases: Vec<_> = list
-                .iter()
-                .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.phase.clone())))
-                .collect();
-            bail!("{n} pods not Running within {WAIT:?}: {phases:?} (kubectl -n kube-system logs ds/kuryr-daemon)");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
