@@ -5,7 +5,10 @@
 //! trunk. The takeover time is measured and printed (docs/operations.md keeps the numbers), not asserted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
@@ -22,6 +25,27 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 struct Replica {
     name: String,
     child: Child,
+    /// Set once the process has logged that it leads: the Lease naming it is not enough, since the lease
+    /// crate writes the holder before it reads the Lease back and reports leadership.
+    leading: Arc<AtomicBool>,
+}
+
+/// The controller logs this once it runs the controllers as leader (crates/kuryr-controller/src/leader.rs).
+const LEADING_LOG: &str = "acquired the Lease; leading";
+
+impl Replica {
+    async fn wait_leading(&self, timeout: Duration) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while !self.leading.load(Ordering::Relaxed) {
+            ensure!(
+                t0.elapsed() < timeout,
+                "{} did not log {LEADING_LOG:?} within {timeout:?}",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Replica {
@@ -38,7 +62,7 @@ fn start(
     cluster_id: &str,
     name: &str,
 ) -> anyhow::Result<Replica> {
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .args(["--kubeconfig", &lab.kubeconfig.display().to_string()])
         .args(["--clouds-yaml", &lab.clouds_yaml.display().to_string()])
         .args(["--os-cloud", &lab.cloud])
@@ -54,13 +78,29 @@ fn start(
         // One tagged port per pod, none once it is gone: the per-pod path (pools: tests/pod_pools.rs).
         .args(["--ports-pool=false"])
         .env("RUST_LOG", "kuryr_controller=info,kube_lease_manager=warn")
-        .stdout(Stdio::null())
+        .env("NO_COLOR", "1")
+        // The log goes to stdout (tracing-subscriber's default).
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
+    let leading = Arc::new(AtomicBool::new(false));
+    if let Some(log) = child.stdout.take() {
+        let (seen, tag) = (leading.clone(), name.to_owned());
+        // Passes the log through (prefixed) and notes the leading line.
+        std::thread::spawn(move || {
+            for line in BufReader::new(log).lines().map_while(Result::ok) {
+                if line.contains(LEADING_LOG) {
+                    seen.store(true, Ordering::Relaxed);
+                }
+                eprintln!("[{tag}] {line}");
+            }
+        });
+    }
     Ok(Replica {
         name: name.to_owned(),
         child,
+        leading,
     })
 }
 
@@ -136,6 +176,7 @@ async fn scenario(
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let mut a = start(bin, lab, ns, cluster_id, "replica-a")?;
     wait_holder(client, ns, &a.name, TIMEOUT).await?;
+    a.wait_leading(TIMEOUT).await?;
     let b = start(bin, lab, ns, cluster_id, "replica-b")?;
 
     let first = create_pods(&pods, lab, "before", 3).await?;
@@ -265,7 +306,10 @@ async fn a_leader_that_sees_another_holder_fences_itself_and_exits() -> anyhow::
     } = cluster::isolated(&lab, "fence").await?;
     let result = async {
         let mut a = start(&bin, &lab, &ns, &cluster_id, "replica-a")?;
+        // Intruding between the lease crate's write of the holder and its read-back leaves the replica a
+        // standby (right, but not what this test is about): intrude only once it leads.
         wait_holder(&client, &ns, &a.name, TIMEOUT).await?;
+        a.wait_leading(TIMEOUT).await?;
         let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
         let intruder =
             serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 600}});
