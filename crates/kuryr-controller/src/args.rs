@@ -126,6 +126,10 @@ pub struct Args {
     /// Octavia's own default provider (for the feature gates when none is named).
     #[arg(long, env = "KURYR_LB_DEFAULT_PROVIDER", default_value = "amphora")]
     pub lb_default_provider: String,
+    /// A load balancer for `default/kubernetes` (members: the API servers' advertised addresses), so pods
+    /// reach the API through its clusterIP; `--lb-default-kubernetes=false` when something else does.
+    #[arg(long, env = "KURYR_LB_DEFAULT_KUBERNETES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub lb_default_kubernetes: bool,
     /// Seconds a load balancer may stay PENDING_* before it is replaced.
     #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
     pub lb_pending_limit: u64,
@@ -307,6 +311,7 @@ impl Args {
             s.external_network_id = self.external_network.clone();
             s.provider = self.lb_provider.clone();
             s.default_provider = self.lb_default_provider.clone();
+            s.skip_default_kubernetes = !self.lb_default_kubernetes;
             s.allowed_providers = nonempty(&self.lb_allowed_providers);
             s.floating_ip_networks = nonempty(&self.lb_floating_ip_networks);
             s.floating_ip_cidrs = fip_cidrs;

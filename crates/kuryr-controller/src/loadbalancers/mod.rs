@@ -127,7 +127,19 @@ async fn apply_round(
             .clone()
             .unwrap_or_else(|| ctx.config.default_provider.clone()),
     };
-    let (desired, problems) = desired_lb(&ns, &name, spec, &caps, ctx.config.member_subnet_id.as_deref());
+    // Pods go on the pod subnet; the API servers of default/kubernetes (and other non-pod backends) on the
+    // subnet holding them.
+    let addresses: Vec<&str> = spec
+        .endpoint_slices
+        .iter()
+        .flat_map(|s| &s.endpoints)
+        .flat_map(|e| e.addresses.iter().map(String::as_str))
+        .collect();
+    let member_subnet = ctx
+        .subnets
+        .member_subnet(&ctx.cloud, &addresses, ctx.config.member_subnet_id.as_deref())
+        .await;
+    let (desired, problems) = desired_lb(&ns, &name, spec, &caps, member_subnet.as_deref());
     let mut st = klb.status.clone().unwrap_or_default();
     status::supported(&mut st, generation, &problems);
     status::allowed(&mut st, generation, &enforced.refused);
@@ -205,7 +217,7 @@ async fn apply_round(
             .inc();
         ctx.wrote(&uid);
         info!(lb_id = lb.id, provider = lb.provider, "load balancer created");
-        status::record(&mut st, &lb, None, ctx.config.member_subnet_id.as_deref());
+        status::record(&mut st, &lb, None, member_subnet.as_deref());
         status::ready(
             &mut st,
             generation,
@@ -236,7 +248,7 @@ async fn apply_round(
             return Ok((Duration::ZERO, written));
         }
         Assessment::Wait { status: s } => {
-            status::record(&mut st, &lb, None, ctx.config.member_subnet_id.as_deref());
+            status::record(&mut st, &lb, None, member_subnet.as_deref());
             status::ready(
                 &mut st,
                 generation,
@@ -268,12 +280,7 @@ async fn apply_round(
             o
         }
     };
-    status::record(
-        &mut st,
-        &lb,
-        Some(&observed),
-        ctx.config.member_subnet_id.as_deref(),
-    );
+    status::record(&mut st, &lb, Some(&observed), member_subnet.as_deref());
     let ops = plan(&desired, Some(&observed));
     if let Some(op) = ops.first() {
         if let Some(wait) = ctx.coalesce(&uid, generation.unwrap_or_default()) {

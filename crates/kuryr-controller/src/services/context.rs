@@ -14,6 +14,7 @@ use kuryr_api::{KuryrLoadBalancer, ObjectReference};
 use kuryr_core::lb::ObservedLb;
 use kuryr_openstack::Cloud;
 
+use super::member_subnets::SubnetBook;
 use super::ServicesConfig;
 use crate::context::{lock, poll_delay, publish, retry_delay, REPORTER};
 use crate::metrics::Metrics;
@@ -30,6 +31,8 @@ pub struct LbContext {
     /// Every EndpointSlice in scope, fed by a watch.
     pub slices: Store<EndpointSlice>,
     pub klbs: Store<KuryrLoadBalancer>,
+    /// Neutron's subnets, for the subnet members are declared on.
+    pub subnets: SubnetBook,
     state: Mutex<State>,
 }
 
@@ -115,6 +118,7 @@ impl LbContext {
             metrics,
             slices,
             klbs,
+            subnets: SubnetBook::default(),
             state: Mutex::default(),
         }
     }

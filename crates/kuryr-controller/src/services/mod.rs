@@ -5,6 +5,7 @@
 pub mod context;
 pub mod finalizer;
 pub mod frontend;
+pub mod member_subnets;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub struct ServicesConfig {
     pub provider: Option<String>,
     /// What Octavia's default provider is, for the feature gates when no provider is named.
     pub default_provider: String,
+    /// Leave `default/kubernetes` without a load balancer.
+    pub skip_default_kubernetes: bool,
     /// Providers a Service may name besides `provider` (`openstack.org/kuryr-lb-provider`); empty: only
     /// `provider`. Anything else is refused (docs/security.md).
     pub allowed_providers: Vec<String>,
@@ -73,6 +76,7 @@ impl ServicesConfig {
             external_network_id: None,
             provider: None,
             default_provider: "amphora".into(),
+            skip_default_kubernetes: false,
             allowed_providers: Vec::new(),
             floating_ip_networks: Vec::new(),
             floating_ip_cidrs: Vec::new(),

@@ -3,13 +3,15 @@
 //! - [`allow`]: the operator's allow-lists (providers, VIP subnet, project, floating IPs): what a Service
 //!   asked for outside them is refused, with a [`Problem`] each.
 //! - [`service`]: a Service (+ its endpoints) → the desired KuryrLoadBalancer spec, or the reason it gets none
-//!   (headless, ExternalName, `default/kubernetes`, NodePort-only types).
+//!   (headless, ExternalName, NodePort-only types, `default/kubernetes` when the operator turned it off).
 //! - [`endpoints`]: EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`; which endpoints become members.
 //! - [`desired`]: spec + what the cloud's Octavia can do (API version, provider) → the load balancer tree to
 //!   build, and the [`Problem`]s (unsupported combinations) that become an Event and a condition while the
 //!   rest of the Service is still served.
 //! - [`plan`]: desired tree vs the observed one → the fewest Octavia writes ([`Op`]): one fully-populated create
 //!   for a new Service, one batch member replace per pool whose members changed.
+//! - [`member_subnet`]: which subnet members are declared on (pods: the pod subnet; the API servers of
+//!   `default/kubernetes` and other non-pod backends: the subnet holding them).
 //! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
 //!
 //! No I/O: the controller reads Kubernetes and Octavia, and carries the ops out.
@@ -18,6 +20,7 @@ pub mod allow;
 pub mod desired;
 pub mod endpoints;
 pub mod health;
+pub mod member_subnet;
 pub mod model;
 pub mod names;
 pub mod plan;

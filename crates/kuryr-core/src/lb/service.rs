@@ -18,7 +18,7 @@ pub enum Skip {
     Headless,
     /// A DNS CNAME, nothing to balance.
     ExternalName,
-    /// `default/kubernetes` points at the apiservers, which the nodes reach directly.
+    /// `default/kubernetes`, when the operator turned its load balancer off.
     DefaultKubernetes,
     /// NodePort (or an unknown type): only ClusterIP and LoadBalancer are served.
     UnsupportedType(String),
@@ -44,7 +44,9 @@ impl Skip {
         match self {
             Skip::Headless => "headless Service (clusterIP: None): no load balancer".into(),
             Skip::ExternalName => "ExternalName Service: no load balancer".into(),
-            Skip::DefaultKubernetes => "default/kubernetes is not load-balanced by Kuryr".into(),
+            Skip::DefaultKubernetes => {
+                "default/kubernetes is not load-balanced (lb-default-kubernetes is off)".into()
+            }
             Skip::UnsupportedType(t) => {
                 format!("Service type {t} is not served (ClusterIP and LoadBalancer are)")
             }
@@ -62,6 +64,8 @@ pub struct SpecDefaults {
     pub project_id: Option<String>,
     /// Octavia provider when the Service names none.
     pub provider: Option<String>,
+    /// Leave `default/kubernetes` alone (its clients then need another way to the API servers).
+    pub skip_default_kubernetes: bool,
 }
 
 /// The spec of `svc`'s KuryrLoadBalancer, with problems found in its annotations (each one ignored: the
@@ -74,7 +78,7 @@ pub fn service_spec(
 ) -> Result<(KuryrLoadBalancerSpec, Vec<Problem>), Skip> {
     let ns = svc.metadata.namespace.as_deref().unwrap_or_default();
     let name = svc.metadata.name.as_deref().unwrap_or_default();
-    if ns == "default" && name == "kubernetes" {
+    if defaults.skip_default_kubernetes && ns == "default" && name == "kubernetes" {
         return Err(Skip::DefaultKubernetes);
     }
     let spec = svc.spec.clone().unwrap_or_default();

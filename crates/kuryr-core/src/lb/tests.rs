@@ -102,6 +102,7 @@ fn defaults() -> SpecDefaults {
         subnet_id: Some("svc-subnet".into()),
         project_id: Some("p".into()),
         provider: None,
+        skip_default_kubernetes: false,
     }
 }
 
@@ -124,8 +125,12 @@ fn two_port_spec() -> kuryr_api::KuryrLoadBalancerSpec {
 #[test]
 fn services_without_a_load_balancer_say_why() {
     let mut s = svc("default", "kubernetes", &[("https", 443, "TCP", 6443)]);
+    let off = SpecDefaults {
+        skip_default_kubernetes: true,
+        ..defaults()
+    };
     assert_eq!(
-        service_spec(&s, vec![], &defaults()).unwrap_err(),
+        service_spec(&s, vec![], &off).unwrap_err(),
         Skip::DefaultKubernetes
     );
     s.metadata.namespace = Some("ns".into());
@@ -606,4 +611,34 @@ fn error_and_long_pending_trees_are_repaired() {
         assess::<&str>(&[], Duration::ZERO, limit),
         Assessment::Wait { .. }
     ));
+}
+
+#[test]
+fn default_kubernetes_gets_the_api_servers_as_members() {
+    let s = svc("default", "kubernetes", &[("https", 443, "TCP", 6443)]);
+    // The API server's endpoint reconciler writes addresses without a targetRef.
+    let mut ep = endpoints(&["192.168.10.4", "192.168.10.5"], &[], &[("https", 6443, "TCP")]);
+    for e in &mut ep[0].endpoints {
+        e.target_ref = None;
+    }
+    let (spec, problems) = service_spec(&s, endpoints::from_slices(&ep, false), &defaults()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let (lb, problems) = desired_lb(
+        "default",
+        "kubernetes",
+        &spec,
+        &caps("ovn", (2, 30)),
+        Some("nodes"),
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    let l = lb.listeners.values().next().unwrap();
+    let members: Vec<_> = l.pool.members.keys().cloned().collect();
+    assert_eq!(
+        members,
+        vec![
+            ("192.168.10.4".to_string(), 6443),
+            ("192.168.10.5".to_string(), 6443)
+        ]
+    );
+    assert_eq!(l.pool.member_subnet_id.as_deref(), Some("nodes"));
 }
