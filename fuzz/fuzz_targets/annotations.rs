@@ -103,6 +103,8 @@ struct HmIn {
 #[derive(Arbitrary, Debug)]
 struct Input {
     default_kubernetes: bool,
+    /// The operator's `--lb-default-kubernetes=false`.
+    skip_default_kubernetes: bool,
     svc_type: SvcType,
     cluster_ip: ClusterIp,
     ports: Vec<PortIn>,
@@ -387,20 +389,24 @@ fuzz_target!(|input: Input| {
         subnet_id: Some("subnet-1".into()),
         project_id: Some("project-1".into()),
         provider: input.default_provider.clone(),
+        skip_default_kubernetes: input.skip_default_kubernetes,
     };
     let (spec, problems) = match service_spec(&svc, Vec::new(), &defaults) {
         Ok(r) => r,
         Err(skip) => {
-            if input.default_kubernetes {
-                assert_eq!(skip, Skip::DefaultKubernetes);
-            }
+            // Skipped for being default/kubernetes exactly when it is and the operator turned it off.
+            assert_eq!(
+                skip == Skip::DefaultKubernetes,
+                input.default_kubernetes && input.skip_default_kubernetes,
+                "{skip:?}"
+            );
             assert!(!skip.message().is_empty() && !skip.reason().is_empty());
             return;
         }
     };
     assert!(
-        !input.default_kubernetes,
-        "default/kubernetes must never get a load balancer"
+        !(input.default_kubernetes && input.skip_default_kubernetes),
+        "default/kubernetes got a load balancer with lb-default-kubernetes off"
     );
     let complains = |key: &str| problems.iter().any(|p| p.message.contains(key));
 
