@@ -158,6 +158,29 @@ if [ ${#pods[@]} -eq 0 ] || [ -z "$vip" ]; then echo "  (no running pods or no c
   done
 fi
 echo
+fip=$(kubectl -n kuryr-demo get kuryrloadbalancer demo-public -o jsonpath='{.status.service_pub_ip_info.ip_addr}' 2>/dev/null || true)
+echo "== from outside the cluster (netns ${NETNS_PREFIX}outside on the external network, $OUTSIDE_IP) → floating IP ${fip:-?} of Service demo-public"
+if [ -z "$fip" ]; then echo "  (no floating IP yet: kubectl -n kuryr-demo describe kuryrloadbalancer demo-public)"; else
+  outside() { ip netns exec "${NETNS_PREFIX}outside" curl -s -m 3 "http://$fip/" 2>/dev/null | grep -q .; }
+  waitfor "an answer from http://$fip/" 60 outside || true
+  for i in 1 2 3; do
+    ans=$(ip netns exec "${NETNS_PREFIX}outside" curl -s -m 3 "http://$fip/" 2>/dev/null || true)
+    printf '  outside → http://%s/ : %s\n' "$fip" "${ans:-no answer}"
+  done
+fi
+echo
+kvip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
+echo "== the API server from a pod, through Service default/kubernetes (clusterIP $kvip → Octavia → the API server's advertised $(jq -r .apiserver.ip "$KURYR_LAB_STATE/lab.json"))"
+if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
+  set -- ${pods[0]}; from=$1 pid=$3
+  sa=/proc/$pid/root/var/run/secrets/kubernetes.io/serviceaccount
+  kapi() { nsenter -t "$pid" -n curl -s -m 5 --cacert "$sa/ca.crt" -H "Authorization: Bearer $(cat "$sa/token")" "https://$kvip/version"; }
+  kapi_ok() { kapi 2>/dev/null | grep -q gitVersion; }
+  waitfor "an answer from https://$kvip/version" 120 kapi_ok || true
+  ver=$(kapi 2>/dev/null | jq -r .gitVersion 2>/dev/null || true)
+  printf '  %s → https://%s/version (its ServiceAccount token, the cluster CA): %s\n' "$from" "$kvip" "${ver:-no answer}"
+fi
+echo
 echo "== Kubernetes Nodes (vm1..3: the lab VMs, no kubelet; kubelet-vm1/2: real nodes on vm1/vm2)"
 kubectl get nodes -o custom-columns='NODE:.metadata.name,INTERNAL-IP:.status.addresses[?(@.type=="InternalIP")].address,READY:.status.conditions[?(@.type=="Ready")].status,NEUTRON-PORT:.metadata.annotations.kuryr\.lab/neutron-port' | sed 's/^/  /'
 echo

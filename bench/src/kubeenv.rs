@@ -58,9 +58,9 @@ pub async fn ensure_crds(client: &Client) -> anyhow::Result<()> {
 }
 
 pub async fn create_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
+    // Waits for its `default` ServiceAccount too (the lab runs ServiceAccount admission).
+    lab_tests::cluster::create_namespace_object(
+        client,
         &Namespace {
             metadata: ObjectMeta {
                 name: Some(ns.into()),
@@ -70,8 +70,7 @@ pub async fn create_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
             ..Namespace::default()
         },
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// How long [`delete_namespace`] works on a namespace's objects itself before it leaves the rest to the

@@ -43,11 +43,30 @@ api() { # METHOD URL [BODY]
   case $code in 2*) printf '%s' "$out" ;; *) log "bootstrap: $1 $2 -> $code: $out"; return 1 ;; esac
 }
 port_active() { api GET "$N/ports/$1" | jq -e '.port.status == "ACTIVE"' >/dev/null; }
-find_id() { api GET "$N/$1?name=$2" | jq -r ".$1[0].id // empty"; }
+find_id() { api GET "$N/$1?name=$2" | jq -r --arg c "${1//-/_}" ".[\$c][0].id // empty"; }
 ensure() { # COLLECTION NAME BODY-JSON -> id
   local id; id=$(find_id "$1" "$2")
   if [ -z "$id" ]; then id=$(api POST "$N/$1" "{\"${1%s}\": $3}" | jq -r ".${1%s}.id"); fi
   echo "$id"
+}
+
+# plug_netns NS HOST_LINK MAC ADDR/LEN GATEWAY: netns NS whose eth0 is one end of a veth; the other end,
+# HOST_LINK, is left for the caller to add to an OVS bridge. MAC and GATEWAY may be empty. Kept if it exists.
+plug_netns() {
+  local ns=$1 hl=$2 mac=$3 addr=$4 gw=$5
+  ip netns list | awk '{print $1}' | grep -qx "$ns" && return 0
+  ip netns add "$ns"
+  ip link add "$hl" type veth peer name "$ns-g"
+  ip link set "$ns-g" netns "$ns"
+  ip -n "$ns" link set "$ns-g" name eth0
+  [ -z "$mac" ] || ip -n "$ns" link set eth0 address "$mac"
+  ip -n "$ns" addr add "$addr" dev eth0
+  # userspace OVS conntrack sees bad L4 checksums from offloaded veths, and OVN's ACLs then drop TCP/UDP
+  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+  [ -z "$gw" ] || ip -n "$ns" route add default via "$gw"
+  ip link set "$hl" up
 }
 
 TAGS='["kuryr-lab"]'
@@ -78,20 +97,7 @@ for i in $(seq 1 "$LAB_VMS"); do
   pj=$(api GET "$N/ports/$PORT")
   MAC=$(jq -r .port.mac_address <<<"$pj")
   TRUNK=$(ensure trunks "$vm-trunk" "{\"name\":\"$vm-trunk\",\"port_id\":\"$PORT\",\"project_id\":\"$PROJECT_ID\"}")
-  if ! ip netns list | awk '{print $1}' | grep -qx "$ns"; then
-    ip netns add "$ns"
-    ip link add "$hl" type veth peer name "$ns-g"
-    ip link set "$ns-g" netns "$ns"
-    ip -n "$ns" link set "$ns-g" name eth0
-    ip -n "$ns" link set eth0 address "$MAC"
-    ip -n "$ns" addr add "$ip_addr/${POD_CIDR#*/}" dev eth0
-    # userspace OVS conntrack sees bad L4 checksums from offloaded veths, and OVN's ACLs then drop TCP/UDP
-    ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" route add default via "$POD_GW"
-    ip link set "$hl" up
-  fi
+  plug_netns "$ns" "$hl" "$MAC" "$ip_addr/${POD_CIDR#*/}" "$POD_GW"
   $VSCTL --may-exist add-port br-int "$hl" -- set Interface "$hl" external_ids:iface-id="$PORT"
   VMS_JSON=$(jq -c --arg n "$vm" --arg ns "$ns" --arg p "$PORT" --arg m "$MAC" --arg ip "$ip_addr" --arg t "$TRUNK" \
     '. + [{name:$n, netns:$ns, port_id:$p, mac:$m, ip:$ip, trunk_id:$t}]' <<<"$VMS_JSON")
@@ -102,6 +108,47 @@ for p in $(jq -r '.[].port_id' <<<"$VMS_JSON"); do
     || die "VM parent port $p did not go ACTIVE (see $S/ovs/ovn-controller.log)"
 done
 log "$LAB_VMS VMs plugged, parent ports ACTIVE ($(since "$t")s)"
+
+# The API server on the pod network, as a control-plane VM's: netns kuryr-kapi holds a Neutron port at $KAPI_IP
+# (security group: the API port open), and a relay inside it hands each connection through a unix socket to the
+# API server on 127.0.0.1 (the root namespace gets no address). The API server advertises $KAPI_IP.
+t=$(now)
+ns=${NETNS_PREFIX}kapi hl=${NETNS_PREFIX}kapi-h
+KAPI_SG=$(find_id security-groups kuryr-lab-kapi)
+if [ -z "$KAPI_SG" ]; then
+  KAPI_SG=$(api POST "$N/security-groups" "{\"security_group\":{\"name\":\"kuryr-lab-kapi\",\"project_id\":\"$PROJECT_ID\"}}" | jq -r .security_group.id)
+  api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$KAPI_SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"protocol\":\"tcp\",\"port_range_min\":$P_KAPI,\"port_range_max\":$P_KAPI,\"remote_ip_prefix\":\"0.0.0.0/0\"}}" >/dev/null
+fi
+KAPI_PORT=$(ensure ports kuryr-kapi "{\"name\":\"kuryr-kapi\",\"network_id\":\"$POD_NET\",\"project_id\":\"$PROJECT_ID\",\"binding:host_id\":\"$CHASSIS\",\"device_owner\":\"compute:nova\",\"device_id\":\"kuryr-kapi\",\"security_groups\":[\"$KAPI_SG\"],\"fixed_ips\":[{\"subnet_id\":\"$POD_SUBNET\",\"ip_address\":\"$KAPI_IP\"}]}")
+plug_netns "$ns" "$hl" "$(api GET "$N/ports/$KAPI_PORT" | jq -r .port.mac_address)" "$KAPI_IP/${POD_CIDR#*/}" "$POD_GW"
+$VSCTL --may-exist add-port br-int "$hl" -- set Interface "$hl" external_ids:iface-id="$KAPI_PORT"
+mkdir -p "$S/kapi"
+running kapi-relay || start kapi-relay "$S/log/kapi-relay.log" \
+  socat "UNIX-LISTEN:$S/kapi/api.sock,fork,unlink-early" "TCP:127.0.0.1:$P_KAPI"
+running kapi-relay-ns || start kapi-relay-ns "$S/log/kapi-relay-ns.log" \
+  ip netns exec "$ns" socat "TCP-LISTEN:$P_KAPI,bind=$KAPI_IP,fork,reuseaddr" "UNIX-CONNECT:$S/kapi/api.sock"
+waitfor "port $KAPI_PORT ACTIVE" 60 port_active "$KAPI_PORT" || die "the API server's port $KAPI_PORT did not go ACTIVE"
+waitfor "the API server through $KAPI_IP" 30 ip netns exec "$ns" curl -sf --cacert "$S/k8s/ca.crt" "https://$KAPI_IP:$P_KAPI/livez" \
+  || die "the API server does not answer on $KAPI_IP:$P_KAPI (see $S/log/kapi-relay*.log)"
+log "API server on the pod network at $KAPI_IP ($(since "$t")s)"
+
+# Pods keep their own security groups on the data path, and the ovn provider keeps the client's address: a
+# LoadBalancer Service's floating IP answers outside clients only if the pods' groups let them in. kuryr-rs
+# does not edit security groups for Services (docs/services.md): the lab's installed pods get the project's
+# default group plus this one, which admits the external network, as an operator of public Services would.
+EXT_CLIENTS_SG=$(find_id security-groups kuryr-lab-external-clients)
+if [ -z "$EXT_CLIENTS_SG" ]; then
+  EXT_CLIENTS_SG=$(api POST "$N/security-groups" "{\"security_group\":{\"name\":\"kuryr-lab-external-clients\",\"project_id\":\"$PROJECT_ID\"}}" | jq -r .security_group.id)
+  api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$EXT_CLIENTS_SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"remote_ip_prefix\":\"$EXT_CIDR\"}}" >/dev/null
+fi
+DEFAULT_SG=$(api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id // empty')
+[ -n "$DEFAULT_SG" ] || die "bootstrap: the project has no default security group"
+
+# A host outside the cluster, on the external network (br-ex, physnet1): what reaches a LoadBalancer Service's
+# floating IP from there reaches it from the Internet. Not a Neutron port: an address of the flat network.
+ns=${NETNS_PREFIX}outside hl=${NETNS_PREFIX}outside-h
+plug_netns "$ns" "$hl" "" "$OUTSIDE_IP/${EXT_CIDR#*/}" ""
+$VSCTL --may-exist add-port br-ex "$hl"
 
 t=$(now)
 for row in $(jq -c '.[]' <<<"$VMS_JSON"); do
@@ -135,13 +182,17 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
   --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
+  --arg oip "$OUTSIDE_IP" --arg kip "$KAPI_IP" --arg dsg "$DEFAULT_SG" --arg esg "$EXT_CLIENTS_SG" --arg kport "$KAPI_PORT" --arg ksvc "$KAPI_SVC_IP" --argjson kp "$P_KAPI" \
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
     auth:$auth, keystone_url:(if $ks=="" then null else $ks end),
     keystone_short_token_url:(if $ks_short=="" then null else $ks_short end), short_token_expiration_s:$short_exp, neutron_url:$neutron, octavia_url:$octavia,
     project_id:$project, region:$region, chassis:$chassis, service_cluster_ip_range:$svc_range,
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
     service_subnet_cidr:$sc, router_id:$r, external_network_id:$en, external_subnet_id:$es,
-    octavia_providers:["ovn","amphora"], vms:$vms}' >"$S/lab.json.tmp"
+    octavia_providers:["ovn","amphora"], vms:$vms,
+    outside:{netns:"'"${NETNS_PREFIX}outside"'", ip:$oip}, default_security_group_id:$dsg,
+    external_clients_security_group_id:$esg,
+    apiserver:{ip:$kip, port:$kp, port_id:$kport, netns:"'"${NETNS_PREFIX}kapi"'", service_ip:$ksvc}}' >"$S/lab.json.tmp"
 mv "$S/lab.json.tmp" "$S/lab.json"
 
 password_cloud() { # NAME KEYSTONE_URL: a clouds.yaml entry for the kuryr user

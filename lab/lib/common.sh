@@ -32,7 +32,13 @@ P_KUBELET=21250 P_KUBELET_HEALTHZ=21260 P_KDAEMON=21270
 # Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
 POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1
 SVC_CIDR=198.19.0.0/16 SVC_GW=198.19.255.254
+# The API server's address on the pod network (lib/bootstrap.sh gives it a Neutron port in netns kuryr-kapi) and
+# the `kubernetes` Service's clusterIP (the first of SVC_CIDR): pods reach the API through that Service.
+KAPI_IP=198.18.0.10 KAPI_SVC_IP=198.19.0.1
 EXT_CIDR=203.0.113.0/24 EXT_GW=203.0.113.1
+# A host outside the cluster on the external network (netns kuryr-outside), for floating IPs: the external
+# subnet's gateway, as the upstream router of a real provider network (Neutron never allocates that address).
+OUTSIDE_IP=$EXT_GW
 CHASSIS=lab-hv1
 NETNS_PREFIX=kuryr-
 LAB_PROJECT=kuryr

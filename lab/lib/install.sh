@@ -9,7 +9,7 @@ set -euo pipefail
 # Kubernetes. Go is the machine's own (>= the release's go.mod); bookworm's golang-go 1.19 is too old.
 APT_PACKAGES=(mariadb-server rabbitmq-server
   openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
-  python3-venv procps psmisc kmod iputils-ping
+  python3-venv procps psmisc kmod iputils-ping socat
   qemu-system-x86 busybox-static cpio runc gcc)
 
 missing=()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Kubernetes control plane: etcd, kube-apiserver (token auth + RBAC, TLS from a lab CA with a CA:FALSE server
 # certificate — rustls rejects a self-signed CA:TRUE cert), kube-controller-manager, kube-scheduler.
-# The API server listens on 127.0.0.1 only, which its endpoint reconciler refuses to publish as the
-# `default/kubernetes` endpoints: the reconciler is off (--endpoint-reconciler-type=none).
+# The API server listens on 127.0.0.1 only and advertises $KAPI_IP, an address on the pod network that
+# lib/bootstrap.sh relays to that loopback port: its endpoint reconciler publishes $KAPI_IP as the
+# `default/kubernetes` endpoints, kuryr-rs gives that Service a load balancer, and pods reach the API through it
+# as on a real cluster. ServiceAccount admission is on: pods run as their ServiceAccounts.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 K=$LAB_STATE/k8s
@@ -16,9 +18,6 @@ kapi_ready() { [ "$(curl -s --cacert "$K/ca.crt" -H "Authorization: Bearer $(cat
 if [ ! -f ca.crt ]; then
   openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 365 -subj "/CN=kuryr-lab-ca" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
-  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >srv.ext
-  openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 365 -extfile srv.ext 2>/dev/null
   openssl genrsa -out sa.key 2048 2>/dev/null
   openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >admin.token
@@ -26,7 +25,7 @@ if [ ! -f ca.crt ]; then
   {
     echo "$(cat admin.token),admin,admin-uid,\"system:masters\""
   } >tokens.csv
-  chmod 600 tokens.csv admin.token ca.key apiserver.key sa.key
+  chmod 600 tokens.csv admin.token ca.key sa.key
   cat >kubeconfig <<EOK
 apiVersion: v1
 kind: Config
@@ -36,6 +35,16 @@ contexts: [{name: kuryr-lab, context: {cluster: kuryr-lab, user: admin}}]
 current-context: kuryr-lab
 EOK
   chmod 600 kubeconfig
+fi
+
+# The serving certificate names every address clients use: loopback, the advertised address, the `kubernetes`
+# Service's clusterIP and DNS names (in-cluster clients verify them). Made again when an older lab's lacks them.
+SANS="IP:127.0.0.1,DNS:localhost,IP:$KAPI_IP,IP:$KAPI_SVC_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+if ! openssl x509 -in apiserver.crt -noout -ext subjectAltName 2>/dev/null | grep -q "IP Address:$KAPI_SVC_IP"; then
+  openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$SANS" >srv.ext
+  openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 365 -extfile srv.ext 2>/dev/null
+  chmod 600 apiserver.key
 fi
 
 t=$(now)
@@ -52,12 +61,12 @@ t=$(now)
 if ! running kube-apiserver; then
   start kube-apiserver "$LAB_STATE/log/kube-apiserver.log" "$KUBE_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$P_ETCD" --bind-address=127.0.0.1 --secure-port="$P_KAPI" \
-    --advertise-address=127.0.0.1 --tls-cert-file="$K/apiserver.crt" --tls-private-key-file="$K/apiserver.key" \
+    --advertise-address="$KAPI_IP" --tls-cert-file="$K/apiserver.crt" --tls-private-key-file="$K/apiserver.key" \
     --client-ca-file="$K/ca.crt" --token-auth-file="$K/tokens.csv" --authorization-mode=Node,RBAC \
     --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR" \
-    --allow-privileged=true --disable-admission-plugins=ServiceAccount,TaintNodesByCondition --event-ttl=2h \
-    --endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname
+    --allow-privileged=true --disable-admission-plugins=TaintNodesByCondition --event-ttl=2h \
+    --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname
 fi
 waitfor kube-apiserver 120 kapi_ready || fail_component kube-apiserver "$LAB_STATE/log/kube-apiserver.log"
 log "kube-apiserver ready ($(since "$t")s)"

@@ -175,9 +175,19 @@ cmd_up() {
     # kubelet
     if ! running "kubelet-$node"; then
       mk_cgroups "$(cgroup_root "$node")"
-      mkdir -p "$d/kubelet/root" "$d/kubelet/pki" "$d/kubelet/volplugins"
+      mkdir -p "$d/kubelet/root" "$d/kubelet/pki" "$d/kubelet/volplugins" "$d/pod-logs"
+      # Container logs per node: two kubelets sharing /var/log/pods each delete the other's pods' log
+      # directories as orphans, and `kubectl logs` then reads empty files. The file's auth defaults differ
+      # from the flags' (webhook): keep the flags' (anonymous, AlwaysAllow), the API server has no client cert.
+      cat >"$d/kubelet/config.yaml" <<EOK
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: $d/pod-logs
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+EOK
       start "kubelet-$node" "$S/log/kubelet-$node.log" "$KUBE_BIN/kubelet" \
-        --kubeconfig="$S/k8s/kubeconfig" \
+        --config="$d/kubelet/config.yaml" --kubeconfig="$S/k8s/kubeconfig" \
         --container-runtime-endpoint="unix://$d/containerd.sock" --runtime-request-timeout=2m \
         --root-dir="$d/kubelet/root" --cert-dir="$d/kubelet/pki" --volume-plugin-dir="$d/kubelet/volplugins" \
         --hostname-override="$node" --cloud-provider=external \

@@ -61,11 +61,15 @@ namespace: ${KURYR_INSTALL_NAMESPACE:-kuryr-demo}
 os_cloud: kuryr-lab
 clouds_yaml: /etc/kuryr/clouds/clouds.yaml
 pod_subnet: $(lab_json pod_subnet_id)
+# the project's default group + one admitting the external network (LoadBalancer Services' outside clients)
+pod_security_groups: $(lab_json default_security_group_id),$(lab_json external_clients_security_group_id)
 vif_driver: $(vif_driver)
 service_subnet: $(lab_json service_subnet_id)
 external_network: $(lab_json external_network_id)
 lb_provider: ovn
 lb_default_provider: ovn
+# the API Service too (pods read the API through it), though the controller is scoped to one namespace
+lb_default_kubernetes: always
 metrics_addr: 127.0.0.1:8082
 leader_elect: true
 leader_lease_seconds: 10
@@ -161,9 +165,22 @@ pods_report() {
 no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o name 2>/dev/null)" ]; }
 no_conflists() { ! ls "$N"/*/cni-conf/10-kuryr.conflist >/dev/null 2>&1; }
 
+# The `kubernetes` Service's load balancer is the cluster's, not a workload's: before the controller goes it
+# is told to leave that Service alone (the environment beats kuryr.yaml), and releases the load balancer.
+kapi_lb_gone() { ! $KUBECTL -n default get kuryrloadbalancer kubernetes >/dev/null 2>&1; }
+release_kapi_lb() {
+  kapi_lb_gone && return 0
+  $KUBECTL -n kube-system get deploy/kuryr-controller >/dev/null 2>&1 || return 0
+  $KUBECTL -n kube-system set env deploy/kuryr-controller KURYR_LB_DEFAULT_KUBERNETES=never >/dev/null
+  $KUBECTL -n kube-system rollout status deploy/kuryr-controller --timeout=180s >/dev/null || true
+  waitfor "the kubernetes Service's load balancer to be released" 180 kapi_lb_gone \
+    || log "kuryr uninstall: KuryrLoadBalancer default/kubernetes is still there (its load balancer may be left)"
+}
+
 cmd_uninstall() {
   if [ -f "$INST/kustomization.yaml" ]; then
     local t; t=$(now)
+    release_kapi_lb
     # Everything install applied except the CRDs (their deletion would take every test's objects along).
     $KUBECTL kustomize "$INST" | yq_drop_crds | $KUBECTL delete --ignore-not-found --wait=true --timeout=120s -f - >/dev/null \
       || die "kuryr uninstall: kubectl delete failed"

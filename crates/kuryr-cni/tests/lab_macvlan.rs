@@ -140,6 +140,8 @@ async fn exercise(
         },
     )
     .await?;
+    // The lab runs ServiceAccount admission: pods wait for the namespace's `default` ServiceAccount.
+    lab_tests::cluster::wait_default_service_account(client, ns).await?;
     let net = cloud
         .get(&format!("{}/networks/{}", cloud.neutron, lab.pod_network_id))
         .await?;

@@ -127,9 +127,11 @@ pub struct Args {
     #[arg(long, env = "KURYR_LB_DEFAULT_PROVIDER", default_value = "amphora")]
     pub lb_default_provider: String,
     /// A load balancer for `default/kubernetes` (members: the API servers' advertised addresses), so pods
-    /// reach the API through its clusterIP; `--lb-default-kubernetes=false` when something else does.
-    #[arg(long, env = "KURYR_LB_DEFAULT_KUBERNETES", default_value_t = true, action = clap::ArgAction::Set)]
-    pub lb_default_kubernetes: bool,
+    /// reach the API through its clusterIP. `auto`: when this controller sees that Service (it watches every
+    /// namespace, or `default`); `always`: also when scoped to another namespace; `never`: something else
+    /// does it.
+    #[arg(long, env = "KURYR_LB_DEFAULT_KUBERNETES", value_enum, default_value = "auto")]
+    pub lb_default_kubernetes: crate::services::DefaultKubernetes,
     /// Seconds a load balancer may stay PENDING_* before it is replaced.
     #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
     pub lb_pending_limit: u64,
@@ -311,7 +313,7 @@ impl Args {
             s.external_network_id = self.external_network.clone();
             s.provider = self.lb_provider.clone();
             s.default_provider = self.lb_default_provider.clone();
-            s.skip_default_kubernetes = !self.lb_default_kubernetes;
+            s.default_kubernetes = self.lb_default_kubernetes;
             s.allowed_providers = nonempty(&self.lb_allowed_providers);
             s.floating_ip_networks = nonempty(&self.lb_floating_ip_networks);
             s.floating_ip_cidrs = fip_cidrs;
@@ -600,6 +602,52 @@ mod tests {
         let c = args.config().unwrap();
         assert!(!c.pools_enabled);
         assert_eq!(c.vif_type, VifType::NestedMacvlan);
+    }
+
+    #[test]
+    fn the_kubernetes_service_is_served_when_seen_unless_told_otherwise() {
+        use crate::services::DefaultKubernetes;
+        let base = [
+            "kuryr-controller",
+            "--cluster-id",
+            "c1",
+            "--pod-subnet",
+            "sub",
+            "--service-subnet",
+            "svc",
+        ];
+        let mode = |extra: &[&str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            let s = Args::try_parse_from(argv)
+                .unwrap()
+                .config()
+                .unwrap()
+                .services
+                .unwrap();
+            (s.default_kubernetes, s.serves_default_kubernetes())
+        };
+        assert_eq!(mode(&[]), (DefaultKubernetes::Auto, true));
+        // The old boolean spellings still parse (configs written for the first release).
+        assert_eq!(
+            mode(&["--lb-default-kubernetes", "true"]),
+            (DefaultKubernetes::Always, true)
+        );
+        assert_eq!(
+            mode(&["--lb-default-kubernetes", "always"]),
+            (DefaultKubernetes::Always, true)
+        );
+        assert_eq!(
+            mode(&["--lb-default-kubernetes", "false"]),
+            (DefaultKubernetes::Never, false)
+        );
+        assert_eq!(
+            mode(&["--lb-default-kubernetes", "never"]),
+            (DefaultKubernetes::Never, false)
+        );
+        let mut argv = base.to_vec();
+        argv.extend(["--lb-default-kubernetes", "sometimes"]);
+        assert!(Args::try_parse_from(argv).is_err());
     }
 
     #[test]

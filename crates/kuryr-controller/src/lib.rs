@@ -34,6 +34,7 @@ pub mod runtime;
 pub mod scope;
 pub mod secret_files;
 pub mod services;
+pub mod shutdown;
 pub mod slim;
 
 pub use args::Args;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -27,10 +27,34 @@ pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Resu
         },
         ..Namespace::default()
     };
+    create_namespace_object(client, &ns).await
+}
+
+/// Creates `ns` and returns once pods can be created in it: the lab's API server runs ServiceAccount
+/// admission, which refuses pods of a namespace whose `default` ServiceAccount the controller manager has
+/// not made yet (a few ms on a quiet machine, seconds on a loaded one).
+pub async fn create_namespace_object(client: &kube::Client, ns: &Namespace) -> anyhow::Result<()> {
+    let name = ns.metadata.name.clone().context("namespace without a name")?;
     Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    Ok(())
+        .create(&PostParams::default(), ns)
+        .await
+        .with_context(|| format!("create namespace {name}"))?;
+    wait_default_service_account(client, &name).await
+}
+
+/// Waits (up to 120 s) for the `default` ServiceAccount of namespace `ns`.
+pub async fn wait_default_service_account(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if sas.get_opt("default").await?.is_some() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("namespace {ns}: no `default` ServiceAccount after 120 s (is kube-controller-manager running?)");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 pub async fn delete_namespace(client: &kube::Client, name: &str) {

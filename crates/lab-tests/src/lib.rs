@@ -58,6 +58,19 @@ pub struct Lab {
     /// Octavia providers enabled in the lab (`ovn`, `amphora`).
     pub octavia_providers: Vec<String>,
     pub vms: Vec<LabVm>,
+    /// The API server as pods reach it (lab/lib/bootstrap.sh).
+    pub apiserver: LabApiServer,
+}
+
+/// The API server on the pod network: it listens on 127.0.0.1 and advertises `ip` (a Neutron port in netns
+/// `netns`, relayed to loopback), the `default/kubernetes` endpoint; `service_ip` is that Service's clusterIP.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabApiServer {
+    pub ip: String,
+    pub port: u16,
+    pub port_id: String,
+    pub netns: String,
+    pub service_ip: String,
 }
 
 impl Lab {

@@ -584,6 +584,7 @@ where
             },
         )
         .await?;
+    lab_tests::cluster::wait_default_service_account(client, &ns).await?;
 
     let result = body(client.clone(), ns.clone()).await;
 

@@ -143,6 +143,7 @@ async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly(
             },
         )
         .await?;
+    lab_tests::cluster::wait_default_service_account(&client, &ns).await?;
     let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
     config.namespace = Some(ns.clone());
     config.vif_type = VifType::NestedMacvlan;

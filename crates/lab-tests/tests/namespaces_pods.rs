@@ -36,6 +36,7 @@ async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_names
             &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
         )
         .await?;
+    lab_tests::cluster::wait_default_service_account(&client, &ns).await?;
     let controller = nsnet::Controller::start(&client, &cloud, config);
     let result = scenario(&client, &cloud, &ns, &lab).await;
     if result.is_err() {

@@ -34,6 +34,7 @@ async fn a_namespace_selector_keeps_the_controller_off_other_namespaces_networks
                 &serde_json::from_value(json!({"metadata": {"name": ns, "labels": labels}}))?,
             )
             .await?;
+        lab_tests::cluster::wait_default_service_account(&client, ns).await?;
     }
     let controller = nsnet::Controller::start(&client, &cloud, config);
     let result = selector_scenario(&client, &cloud, &ours, &theirs, &lab.project_id, &cluster_id).await;

@@ -179,6 +179,7 @@ async fn scenario(h: &mut Harness) -> anyhow::Result<()> {
             "metadata": {"name": ns, "labels": {key: value, "ns": short}}
         }))?;
         namespaces.create(&PostParams::default(), &body).await?;
+        lab_tests::cluster::wait_default_service_account(&h.client, ns).await?;
     }
 
     // 0. Each namespace gets its own network and subnet (eager mode), from the pool, on the router.

@@ -152,6 +152,7 @@ impl Harness {
                 },
             )
             .await?;
+        lab_tests::cluster::wait_default_service_account(&client, &ns).await?;
         let mut config = Config::new(&cluster_id, subnet_id);
         config.namespace = Some(ns.clone());
         config.project_id = project_id;

@@ -50,7 +50,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         subnet_id: Some(ctx.config.service_subnet_id.clone()),
         project_id: ctx.project_id.clone(),
         provider: ctx.config.provider.clone(),
-        skip_default_kubernetes: ctx.config.skip_default_kubernetes,
+        skip_default_kubernetes: !ctx.config.serves_default_kubernetes(),
     };
     let (spec, problems) = match service_spec(&svc, slices, &defaults) {
         Ok(found) => found,

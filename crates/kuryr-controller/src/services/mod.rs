@@ -26,6 +26,7 @@ pub use context::LbContext;
 use crate::config::Config;
 use crate::loadbalancers;
 use crate::metrics::Metrics;
+use crate::shutdown::unless_never_synced;
 use crate::slim;
 
 /// Label EndpointSlices carry naming their Service.
@@ -48,8 +49,8 @@ pub struct ServicesConfig {
     pub provider: Option<String>,
     /// What Octavia's default provider is, for the feature gates when no provider is named.
     pub default_provider: String,
-    /// Leave `default/kubernetes` without a load balancer.
-    pub skip_default_kubernetes: bool,
+    /// Whether `default/kubernetes` gets a load balancer (pods reach the API servers through it).
+    pub default_kubernetes: DefaultKubernetes,
     /// Providers a Service may name besides `provider` (`openstack.org/kuryr-lb-provider`); empty: only
     /// `provider`. Anything else is refused (docs/security.md).
     pub allowed_providers: Vec<String>,
@@ -76,7 +77,7 @@ impl ServicesConfig {
             external_network_id: None,
             provider: None,
             default_provider: "amphora".into(),
-            skip_default_kubernetes: false,
+            default_kubernetes: DefaultKubernetes::Auto,
             allowed_providers: Vec::new(),
             floating_ip_networks: Vec::new(),
             floating_ip_cidrs: Vec::new(),
@@ -90,7 +91,28 @@ impl ServicesConfig {
     }
 }
 
+/// Who gives `default/kubernetes` its load balancer. The Service is the cluster's, not a namespace's: a
+/// controller scoped to one namespace (`--namespace`) does not see it unless told to serve it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultKubernetes {
+    /// Served when the controller sees it: it watches every namespace, or `default`.
+    Auto,
+    /// Served also by a controller scoped to another namespace (one such controller per cluster).
+    #[value(alias = "true")]
+    Always,
+    /// Never: something else (the installer, a cloud LB) makes pods reach the API servers. A load balancer
+    /// made earlier is released, also by a controller scoped to another namespace (how an uninstall
+    /// releases it, docs/operations.md).
+    #[value(alias = "false")]
+    Never,
+}
+
 impl ServicesConfig {
+    /// A load balancer for `default/kubernetes` when the front end meets that Service.
+    pub fn serves_default_kubernetes(&self) -> bool {
+        self.default_kubernetes != DefaultKubernetes::Never
+    }
+
     /// The allow-lists every KuryrLoadBalancer is held to; `project`: the controller's project.
     pub fn allow_list(&self, project: Option<String>) -> AllowList {
         let mut fip_networks: Vec<String> = self.external_network_id.iter().cloned().collect();
@@ -118,17 +140,43 @@ pub fn service_of(slice: &EndpointSlice) -> Option<ObjectRef<Service>> {
     Some(ObjectRef::new(svc).within(ns))
 }
 
-fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+/// What one pair of Service / KuryrLoadBalancer controllers watches.
+#[derive(Clone, Debug, Default)]
+struct Scope {
+    /// `None`: every namespace.
+    namespace: Option<String>,
+    /// Only the Service (and KuryrLoadBalancer, EndpointSlices) of this name.
+    name: Option<&'static str>,
+}
+
+impl Scope {
+    fn api<K>(&self, client: &kube::Client) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+    {
+        crate::runtime::scoped(client, self.namespace.as_deref())
+    }
+
+    /// Watch of the Services and KuryrLoadBalancers (one name each).
+    fn objects(&self) -> watcher::Config {
+        match self.name {
+            Some(n) => watcher::Config::default().fields(&format!("metadata.name={n}")),
+            None => watcher::Config::default(),
+        }
+    }
+
+    /// Watch of the EndpointSlices (labelled with their Service's name).
+    fn slices(&self) -> watcher::Config {
+        match self.name {
+            Some(n) => watcher::Config::default().labels(&format!("{SERVICE_NAME_LABEL}={n}")),
+            None => watcher::Config::default(),
+        }
     }
 }
 
-/// Runs the Service front end and the KuryrLoadBalancer controller until `shutdown`.
+/// Runs the Service front end and the KuryrLoadBalancer controller until `shutdown`; a controller scoped to
+/// a namespace other than `default` runs a second pair for `default/kubernetes` alone when told what to do
+/// with it ([`DefaultKubernetes::Always`] serves it, [`DefaultKubernetes::Never`] releases it).
 pub async fn run(
     client: kube::Client,
     cloud: Cloud,
@@ -140,60 +188,110 @@ pub async fn run(
         anyhow::bail!("services are not configured (no service subnet)");
     };
     let shutdown = shutdown.boxed().shared();
-    let ns = config.namespace.clone();
-    let wc = watcher::Config::default();
+    let main = Scope {
+        namespace: config.namespace.clone(),
+        name: None,
+    };
+    let api_service = match main.namespace.as_deref() {
+        // `never` too: a scoped controller told to stop serving it releases what it made.
+        Some(ns) if ns != "default" && svc_config.default_kubernetes != DefaultKubernetes::Auto => {
+            Some(Scope {
+                namespace: Some("default".into()),
+                name: Some("kubernetes"),
+            })
+        }
+        _ => None,
+    };
+    let serve = |scope: Scope| {
+        serve(
+            client.clone(),
+            cloud.clone(),
+            &config,
+            svc_config.clone(),
+            metrics.clone(),
+            scope,
+            shutdown.clone(),
+        )
+    };
+    match api_service {
+        Some(extra) => {
+            tokio::join!(serve(main), serve(extra));
+        }
+        None => serve(main).await,
+    }
+    info!("services controllers stopped");
+    Ok(())
+}
 
-    let svc_api: Api<Service> = scoped(&client, ns.as_deref());
-    let klb_api: Api<KuryrLoadBalancer> = scoped(&client, ns.as_deref());
+/// One Service front end + KuryrLoadBalancer controller over `scope`, until `shutdown`.
+async fn serve(
+    client: kube::Client,
+    cloud: Cloud,
+    config: &Config,
+    svc_config: ServicesConfig,
+    metrics: Metrics,
+    scope: Scope,
+    shutdown: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
+) {
+    let svc_api: Api<Service> = scope.api(&client);
+    let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
     // Caches fed slimmed objects (no managedFields, see crate::slim), built as Controller::new builds them.
     let (klb_store, klb_writer) = reflector::store();
-    let klb_stream = watcher(klb_api.clone(), wc.clone())
+    let klb_stream = watcher(klb_api.clone(), scope.objects())
         .modify(slim::meta)
         .reflect(klb_writer)
         .applied_objects();
     let klb_controller = Controller::for_stream(klb_stream, klb_store);
     let (svc_store, svc_writer) = reflector::store();
-    let svc_stream = watcher(svc_api, wc.clone())
+    let svc_stream = watcher(svc_api, scope.objects())
         .modify(slim::meta)
         .reflect(svc_writer)
         .applied_objects();
     // Bounded like the Pod front end (crate::runtime): after a restart every Service is due at once, and each
     // reconcile in flight holds a kube request's worth of memory; it only writes to the apiserver.
     let mut svc_controller = Controller::for_stream(svc_stream, svc_store)
-        .owns(klb_api, wc.clone())
+        .owns(klb_api, scope.objects())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
 
     // Backends come from EndpointSlices v1 (every supported Kubernetes serves them; Endpoints v1 is
     // deprecated since 1.33), however many slices a Service is split into.
     let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
-    let stream = watcher(scoped::<EndpointSlice>(&client, ns.as_deref()), wc.clone())
+    let stream = watcher(scope.api::<EndpointSlice>(&client), scope.slices())
         .default_backoff()
         .modify(slim::meta)
         .reflect(slice_writer)
         .touched_objects();
     svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
-    let project_id = config.project_id.clone();
     let ctx = Arc::new(LbContext::new(
         client,
         cloud,
         config.cluster_id.clone(),
-        project_id,
+        config.project_id.clone(),
         svc_config,
         metrics,
         slice_store,
         klb_controller.store(),
     ));
-    let klb_run = klb_controller
-        .graceful_shutdown_on(shutdown.clone())
-        .run(loadbalancers::reconcile, loadbalancers::error_policy, ctx.clone())
-        .for_each(|_| futures::future::ready(()))
-        .instrument(info_span!("kuryrloadbalancer_controller"));
-    let svc_run = svc_controller
-        .graceful_shutdown_on(shutdown)
-        .run(frontend::reconcile, frontend::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
-        .instrument(info_span!("service_controller"));
+    let span =
+        |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
+    let (klb_store, svc_store) = (klb_controller.store(), svc_controller.store());
+    let klb_run = unless_never_synced(
+        klb_controller
+            .graceful_shutdown_on(shutdown.clone())
+            .run(loadbalancers::reconcile, loadbalancers::error_policy, ctx.clone())
+            .for_each(|_| futures::future::ready(())),
+        klb_store,
+        shutdown.clone(),
+    )
+    .instrument(span("kuryrloadbalancer"));
+    let svc_run = unless_never_synced(
+        svc_controller
+            .graceful_shutdown_on(shutdown.clone())
+            .run(frontend::reconcile, frontend::error_policy, ctx)
+            .for_each(|_| futures::future::ready(())),
+        svc_store,
+        shutdown,
+    )
+    .instrument(span("service"));
     tokio::join!(klb_run, svc_run);
-    info!("services controllers stopped");
-    Ok(())
 }
