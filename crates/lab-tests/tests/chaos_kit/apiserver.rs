@@ -101,9 +101,11 @@ impl PrivateApi {
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg("--service-cluster-ip-range=198.19.0.0/16")
             .arg("--allow-privileged=true")
+            // A private control plane for the chaos suite, which creates pods in namespaces of its own
+            // at once (no ServiceAccount controller to wait for) and serves no pod that reads the API
+            // (so no pod-network address to advertise, unlike lab/lib/k8s.sh): loopback, reconciler off.
             .arg("--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
             .arg("--event-ttl=1h")
-            // a loopback address cannot be published as default/kubernetes endpoints (as in lab/lib/k8s.sh)
             .arg("--endpoint-reconciler-type=none")
             .stdout(out)
             .stderr(err)
