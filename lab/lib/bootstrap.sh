@@ -132,17 +132,16 @@ waitfor "the API server through $KAPI_IP" 30 ip netns exec "$ns" curl -sf --cace
   || die "the API server does not answer on $KAPI_IP:$P_KAPI (see $S/log/kapi-relay*.log)"
 log "API server on the pod network at $KAPI_IP ($(since "$t")s)"
 
-# Pods keep their own security groups on the data path, and the ovn provider keeps the client's address: a
-# LoadBalancer Service's floating IP answers outside clients only if the pods' groups let them in. kuryr-rs
-# does not edit security groups for Services (docs/services.md): the lab's installed pods get the project's
-# default group plus this one, which admits the external network, as an operator of public Services would.
-EXT_CLIENTS_SG=$(find_id security-groups kuryr-lab-external-clients)
-if [ -z "$EXT_CLIENTS_SG" ]; then
-  EXT_CLIENTS_SG=$(api POST "$N/security-groups" "{\"security_group\":{\"name\":\"kuryr-lab-external-clients\",\"project_id\":\"$PROJECT_ID\"}}" | jq -r .security_group.id)
-  api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$EXT_CLIENTS_SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"remote_ip_prefix\":\"$EXT_CIDR\"}}" >/dev/null
-fi
+# The ovn provider's VIP port carries the project's `default` security group (Octavia makes the port), and the
+# client's address reaches it unchanged: a LoadBalancer Service's floating IP answers outside clients only if
+# that group admits them. kuryr-rs does not manage VIP ports' groups (docs/services.md); the lab opens the
+# default group to its external network, as an operator of public Services on the ovn provider would.
 DEFAULT_SG=$(api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id // empty')
 [ -n "$DEFAULT_SG" ] || die "bootstrap: the project has no default security group"
+if ! api GET "$N/security-group-rules?security_group_id=$DEFAULT_SG&direction=ingress&remote_ip_prefix=$EXT_CIDR" \
+    | jq -e '.security_group_rules | length > 0' >/dev/null; then
+  api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$DEFAULT_SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"remote_ip_prefix\":\"$EXT_CIDR\"}}" >/dev/null
+fi
 
 # A host outside the cluster, on the external network (br-ex, physnet1): what reaches a LoadBalancer Service's
 # floating IP from there reaches it from the Internet. Not a Neutron port: an address of the flat network.
@@ -182,7 +181,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
   --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
-  --arg oip "$OUTSIDE_IP" --arg kip "$KAPI_IP" --arg dsg "$DEFAULT_SG" --arg esg "$EXT_CLIENTS_SG" --arg kport "$KAPI_PORT" --arg ksvc "$KAPI_SVC_IP" --argjson kp "$P_KAPI" \
+  --arg oip "$OUTSIDE_IP" --arg kip "$KAPI_IP" --arg kport "$KAPI_PORT" --arg ksvc "$KAPI_SVC_IP" --argjson kp "$P_KAPI" \
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
     auth:$auth, keystone_url:(if $ks=="" then null else $ks end),
     keystone_short_token_url:(if $ks_short=="" then null else $ks_short end), short_token_expiration_s:$short_exp, neutron_url:$neutron, octavia_url:$octavia,
@@ -190,8 +189,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
     service_subnet_cidr:$sc, router_id:$r, external_network_id:$en, external_subnet_id:$es,
     octavia_providers:["ovn","amphora"], vms:$vms,
-    outside:{netns:"'"${NETNS_PREFIX}outside"'", ip:$oip}, default_security_group_id:$dsg,
-    external_clients_security_group_id:$esg,
+    outside:{netns:"'"${NETNS_PREFIX}outside"'", ip:$oip},
     apiserver:{ip:$kip, port:$kp, port_id:$kport, netns:"'"${NETNS_PREFIX}kapi"'", service_ip:$ksvc}}' >"$S/lab.json.tmp"
 mv "$S/lab.json.tmp" "$S/lab.json"
 

@@ -61,8 +61,6 @@ namespace: ${KURYR_INSTALL_NAMESPACE:-kuryr-demo}
 os_cloud: kuryr-lab
 clouds_yaml: /etc/kuryr/clouds/clouds.yaml
 pod_subnet: $(lab_json pod_subnet_id)
-# the project's default group + one admitting the external network (LoadBalancer Services' outside clients)
-pod_security_groups: $(lab_json default_security_group_id),$(lab_json external_clients_security_group_id)
 vif_driver: $(vif_driver)
 service_subnet: $(lab_json service_subnet_id)
 external_network: $(lab_json external_network_id)
