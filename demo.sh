@@ -30,42 +30,19 @@ ip netns del "$probe"
 echo "== kuryr-rs installed from its image ($driver: $why)"
 echo "   deploy/image/build → ctr images import on each kubelet node → kubectl apply -k (lab/overlay around deploy/)"
 . lab/lib/common.sh
-# A host-process kuryr-controller from an older demo gives way to the installed one.
-if running kuryr-controller; then
-  pid=$(cat "$(pidfile kuryr-controller)"); kill "$pid"; waitfor "the old kuryr-controller process to exit" 30 sh -c "! kill -0 $pid"
-  rm -f "$(pidfile kuryr-controller)"
-fi
-KURYR_INSTALL_NAMESPACE=kuryr-demo lab/lab kuryr install
-lab/lab kuryr status | sed 's/^/  /'
-cargo build -q --locked -p kuryr-controller
-target=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug
-lab_json() { jq -r ".$1" "$KURYR_LAB_STATE/lab.json"; }
-# run_controller NAME METRICS_PORT ARGS...: one kuryr-controller process, restarted when its settings changed.
-run_controller() {
-  local name=$1 port=$2 pid; shift 2
-  local args=(--kubeconfig "$KUBECONFIG" --clouds-yaml "$OS_CLIENT_CONFIG_FILE" --os-cloud "$OS_CLOUD"
-    --metrics-addr "127.0.0.1:$port" "$@")
-  local seen; seen="$(sha256sum "$target/kuryr-controller" | cut -c1-16) ${args[*]}"
-  # A controller started from another build or with other settings (an older demo) is replaced.
-  if running "$name" && [ "$(cat "$LAB_STATE/pids/$name.args" 2>/dev/null)" != "$seen" ]; then
-    pid=$(cat "$(pidfile "$name")"); kill "$pid"; waitfor "old $name to exit" 30 sh -c "! kill -0 $pid"
+# Host-process controllers from an older demo give way to the installed ones.
+for old in kuryr-controller kuryr-controller-policy; do
+  if running "$old"; then
+    pid=$(cat "$(pidfile "$old")"); kill "$pid"; waitfor "the old $old process to exit" 30 sh -c "! kill -0 $pid"
+    rm -f "$(pidfile "$old")"
   fi
-  if running "$name"; then
-    echo "  $name: already running (pid $(cat "$(pidfile "$name")"))"
-  else
-    start "$name" "$LAB_STATE/log/$name.log" "$target/kuryr-controller" "${args[@]}"
-    echo "$seen" >"$LAB_STATE/pids/$name.args"
-    waitfor "$name" 60 curl -sf "http://127.0.0.1:$port/readyz" || fail_component "$name" "$LAB_STATE/log/$name.log"
-    echo "  $name: started (log $LAB_STATE/log/$name.log, metrics http://127.0.0.1:$port/metrics)"
-  fi
-}
+done
 # kuryr-demo-policy: a network of its own (namespace subnet driver) and NetworkPolicies as security groups; its
-# pods are trunk subports on vm3 (no kubelet there, so they are wired but never start). Other settings than the
-# installed controller's, so a host process of the same build.
-echo "== kuryr-controller-policy (host process, for kuryr-demo-policy)"
-run_controller kuryr-controller-policy 28083 --cluster-id kuryr-lab-policy --namespace kuryr-demo-policy \
-  --pod-subnet "$(lab_json pod_subnet_id)" --vif-driver nested-vlan --ports-pool=false \
-  --subnet-driver namespace --namespace-prefixes 198.18.64.0/20 --namespace-prefixlen 24 --network-policy
+# pods are trunk subports on vm3 (no kubelet there, so they are wired but never start). Other settings than
+# the first controller's: a second Deployment of the same image (kuryr-controller-policy, lib/kuryr-install.sh).
+KURYR_INSTALL_NAMESPACE=kuryr-demo KURYR_INSTALL_POLICY_NAMESPACE=kuryr-demo-policy lab/lab kuryr install
+lab/lab kuryr status | sed 's/^/  /'
+lab_json() { jq -r ".$1" "$KURYR_LAB_STATE/lab.json"; }
 echo
 echo "== kuryr-daemon on each kubelet node (the DaemonSet's pods; kubectl -n kube-system logs ds/kuryr-daemon)"
 for n in $(kubectl get nodes -l kuryr.lab/kubelet=true -o name); do
@@ -93,17 +70,17 @@ echo
 echo "== namespaces → Neutron networks/subnets"
 printf '  %-20s %s\n' kuryr-demo "the default pod subnet $(lab_json pod_subnet_cidr) (subnet $(lab_json pod_subnet_id); --subnet-driver default)"
 kn_ready() { kubectl -n kuryr-demo-policy get kuryrnetwork kuryr-demo-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; }
-waitfor "the KuryrNetwork of kuryr-demo-policy" 120 kn_ready || echo "  not Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+waitfor "the KuryrNetwork of kuryr-demo-policy" 120 kn_ready || echo "  not Ready yet; see kubectl -n kube-system logs deploy/kuryr-controller-policy"
 kubectl -n kuryr-demo-policy get kuryrnetworks -o custom-columns='NAMESPACE:.spec.nsName,NETWORK:.status.netId,SUBNET:.status.subnetId,CIDR:.status.subnetCIDR,ROUTER:.status.routerId' | sed 's/^/  /'
 echo
 echo "== kuryr-demo-policy pods → trunk subports on vm3 (wired by kuryr-controller; Pending: vm3 runs no kubelet)"
 kps_ready() { [ "$(kubectl -n kuryr-demo-policy get kuryrports -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 3 ]; }
-waitfor "3 KuryrPorts Ready in kuryr-demo-policy" 180 kps_ready || echo "  not all Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+waitfor "3 KuryrPorts Ready in kuryr-demo-policy" 180 kps_ready || echo "  not all Ready yet; see kubectl -n kube-system logs deploy/kuryr-controller-policy"
 kubectl -n kuryr-demo-policy get kuryrports -o custom-columns='POD:.metadata.name,NODE:.spec.podNodeName,NEUTRON-PORT:.status.vifs.eth0.vif.portId,VLAN:.status.vifs.eth0.vif.vlanId,IP:.status.vifs.eth0.vif.ips[0].address,ACTIVE:.status.vifs.eth0.vif.active' | sed 's/^/  /'
 echo
 echo "== NetworkPolicy → security group and rules (KuryrNetworkPolicy status) → the pods' ports (Neutron)"
 knp_ready() { kubectl -n kuryr-demo-policy get kuryrnetworkpolicies -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; }
-waitfor "the KuryrNetworkPolicy" 120 knp_ready || echo "  not Ready yet; see $LAB_STATE/log/kuryr-controller-policy.log"
+waitfor "the KuryrNetworkPolicy" 120 knp_ready || echo "  not Ready yet; see kubectl -n kube-system logs deploy/kuryr-controller-policy"
 kubectl -n kuryr-demo-policy get kuryrnetworkpolicies -o json | jq -r '.items[] |
   "  \(.metadata.name) → security group \(.status.securityGroupId // "(none yet)"), \(.status.securityGroupRules | length) rules:",
   (.status.securityGroupRules[] | "    \(.direction) \(.ethertype) \(.protocol // "any")" +

@@ -13,7 +13,9 @@
 #   lab/lab kuryr status       the installed tag and the pods
 #
 # Settings: KURYR_INSTALL_NAMESPACE (the one namespace the installed controller serves, default kuryr-demo:
-# lab tests run controllers of their own in theirs), KURYR_INSTALL_CLUSTER_ID (default kuryr-lab).
+# lab tests run controllers of their own in theirs), KURYR_INSTALL_CLUSTER_ID (default kuryr-lab),
+# KURYR_INSTALL_POLICY_NAMESPACE (unset: none; ./demo.sh: kuryr-demo-policy): a second controller Deployment
+# of the same image for that namespace, with a network of its own and NetworkPolicies (write_policy_instance).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
@@ -117,12 +119,22 @@ spec:
       annotations:
         kuryr.lab/config-sum: "$sum"
 EOC
+  local policy_res="" policy_cm=""
+  [ -z "${KURYR_INSTALL_POLICY_NAMESPACE:-}" ] || {
+    write_policy_instance
+    policy_res="  - policy-controller.yaml"
+    policy_cm="  - name: kuryr-config-policy
+    namespace: kube-system
+    files:
+      - kuryr.yaml=kuryr-policy.yaml"
+  }
   cat >"$INST/kustomization.yaml" <<EOC
 # Written by lab/lab kuryr install: the lab overlay with this lab's image tag, ids and credentials.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - $(realpath --relative-to="$INST" "$REPO_DIR/lab/overlay")
+$policy_res
 images:
   - name: kuryr-rs
     newTag: "$tag"
@@ -132,6 +144,7 @@ configMapGenerator:
     behavior: replace
     files:
       - kuryr.yaml
+$policy_cm
 secretGenerator:
   - name: kuryr-clouds
     namespace: kube-system
@@ -147,6 +160,8 @@ EOC
     || { pods_report; die "kuryr install: the kuryr-daemon DaemonSet did not roll out"; }
   $KUBECTL -n kube-system rollout status deploy/kuryr-controller --timeout=180s >/dev/null \
     || { pods_report; die "kuryr install: the kuryr-controller Deployment did not roll out"; }
+  [ -z "$policy_res" ] || $KUBECTL -n kube-system rollout status deploy/kuryr-controller-policy --timeout=180s >/dev/null \
+    || { pods_report; die "kuryr install: the kuryr-controller-policy Deployment did not roll out"; }
   for node in $nodes; do
     waitfor "the conflist of $node" 60 test -s "$N/$node/cni-conf/10-kuryr.conflist" \
       || { pods_report; die "kuryr install: no conflist on $node"; }
@@ -155,12 +170,47 @@ EOC
   log "kuryr install: kuryr-rs:$tag running from its image ($(since "$t")s)"
 }
 
-pods_report() {
-  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o wide >&2 || true
-  $KUBECTL -n kube-system describe pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' 2>/dev/null | tail -40 >&2 || true
+# A second controller from the same image for one more namespace with other settings: its own network (the
+# namespace subnet driver) and NetworkPolicies as security groups, nested-vlan subports on vm3. One controller
+# serves one namespace or all, and the lab's tests run controllers of their own in theirs, hence two scoped
+# instances (own ConfigMap, Lease, admin port 28083; same ServiceAccount and RBAC).
+write_policy_instance() {
+  cat >"$INST/kuryr-policy.yaml" <<EOC
+cluster_id: ${KURYR_INSTALL_CLUSTER_ID:-kuryr-lab}-policy
+namespace: $KURYR_INSTALL_POLICY_NAMESPACE
+os_cloud: kuryr-lab
+clouds_yaml: /etc/kuryr/clouds/clouds.yaml
+pod_subnet: $(lab_json pod_subnet_id)
+vif_driver: nested-vlan
+ports_pool: false
+subnet_driver: namespace
+namespace_prefixes: 198.18.64.0/20
+namespace_prefixlen: 24
+metrics_addr: 127.0.0.1:28083
+leader_elect: true
+leader_lease_name: kuryr-controller-policy
+leader_lease_seconds: 10
+leader_renew_grace_seconds: 3
+log_format: json
+EOC
+  # The installed controller's Deployment, renamed, with this config and port (what lab/overlay patches, again).
+  $KUBECTL kustomize "$REPO_DIR/lab/overlay" | awk 'BEGIN{RS="\n---\n"} /\nkind: Deployment\n/ && /name: kuryr-controller\n/' \
+    | sed -e 's/^  name: kuryr-controller$/  name: kuryr-controller-policy/' \
+      -e 's|app.kubernetes.io/name: kuryr-controller$|app.kubernetes.io/name: kuryr-controller-policy|' \
+      -e 's/name: kuryr-config$/name: kuryr-config-policy/' \
+      -e 's/containerPort: 8082$/containerPort: 28083/' \
+      -e 's|^\( *\)- /etc/kuryr/kuryr.yaml$|&\n\1- --network-policy|' \
+    >"$INST/policy-controller.yaml"
+  grep -q 'name: kuryr-controller-policy' "$INST/policy-controller.yaml" \
+    || die "kuryr install: could not derive the policy controller's Deployment from lab/overlay"
 }
 
-no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o name 2>/dev/null)" ]; }
+pods_report() {
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o wide >&2 || true
+  $KUBECTL -n kube-system describe pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' 2>/dev/null | tail -40 >&2 || true
+}
+
+no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o name 2>/dev/null)" ]; }
 no_conflists() { ! ls "$N"/*/cni-conf/10-kuryr.conflist >/dev/null 2>&1; }
 
 # The `kubernetes` Service's load balancer is the cluster's, not a workload's: before the controller goes it
@@ -196,12 +246,12 @@ yq_drop_crds() { awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/\nkind: CustomResourc
 
 cmd_status() {
   if [ -f "$INST/tag" ]; then echo "kuryr-rs:$(cat "$INST/tag") installed from its image"; else echo "not installed"; fi
-  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-daemon)' -o wide 2>/dev/null || true
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o wide 2>/dev/null || true
 }
 
 case "${1:-}" in
   install) cmd_install ;;
   uninstall) cmd_uninstall "${2:-}" ;;
   status) cmd_status ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
