@@ -30,6 +30,23 @@ pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Resu
     create_namespace_object(client, &ns).await
 }
 
+/// Creates namespace `name` on an API server without ServiceAccount admission (the chaos suite's private
+/// one, whose controller manager runs no ServiceAccount controller): pods can be created at once.
+pub async fn create_namespace_unadmitted(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("create namespace {name}"))?;
+    Ok(())
+}
+
 /// Creates `ns` and returns once pods can be created in it: the lab's API server runs ServiceAccount
 /// admission, which refuses pods of a namespace whose `default` ServiceAccount the controller manager has
 /// not made yet (a few ms on a quiet machine, seconds on a loaded one).

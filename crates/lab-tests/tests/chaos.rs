@@ -123,7 +123,7 @@ async fn run(
     let t_start = Instant::now();
     let client = api.client().await?;
     lab_tests::cluster::install_crds(&client).await?;
-    lab_tests::cluster::create_namespace(&client, NS).await?;
+    lab_tests::cluster::create_namespace_unadmitted(&client, NS).await?;
     let nodes: BTreeMap<String, String> = lab.vms.iter().map(|v| (v.name.clone(), v.ip.clone())).collect();
     chaos_kit::create_nodes(&client, &nodes).await?;
     let cloud = ChaosCloud::start(lab).await?;

@@ -173,7 +173,7 @@ pub struct Setup<'a> {
 pub async fn daemon_killed_mid_add(s: Setup<'_>, rng: &mut fastrand::Rng) -> anyhow::Result<CniReport> {
     let vm = s.lab.vms.last().context("the lab has no VM")?.clone();
     let ns = format!("chaos-cni-{}", s.id);
-    lab_tests::cluster::create_namespace(&s.client, &ns).await?;
+    lab_tests::cluster::create_namespace_unadmitted(&s.client, &ns).await?;
     let node = format!("chaos-cni-{}", s.id);
     let mut daemon = Daemon {
         bin: lab_tests::cluster::workspace_binary("kuryr-cni", "kuryr-daemon")?,
