@@ -20,7 +20,7 @@ use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
 use crate::ports::{macvlan, parent, pool, reconcile};
-use crate::shutdown::unless_never_synced;
+use crate::shutdown::run_controller;
 
 /// Everything [`run`] needs besides the shutdown trigger.
 pub struct Runtime {
@@ -139,22 +139,19 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
         .instrument(info_span!("macvlan_pairs_upkeep"));
     let upkeep = pool_upkeep(ctx.clone(), nodes_for_pools).instrument(info_span!("pool_upkeep"));
 
-    let (kp_store, pod_store) = (kp_controller.store(), pod_controller.store());
-    let kp_run = unless_never_synced(
-        kp_controller
-            .graceful_shutdown_on(shutdown.clone())
-            .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
-            .for_each(|_| futures::future::ready(())),
-        kp_store,
+    let kp_run = run_controller(
+        kp_controller,
+        reconcile::reconcile,
+        reconcile::error_policy,
+        ctx.clone(),
         shutdown.clone(),
     )
     .instrument(info_span!("kuryrport_controller"));
-    let pod_run = unless_never_synced(
-        pod_controller
-            .graceful_shutdown_on(shutdown.clone())
-            .run(frontend::reconcile, frontend::error_policy, ctx.clone())
-            .for_each(|_| futures::future::ready(())),
-        pod_store,
+    let pod_run = run_controller(
+        pod_controller,
+        frontend::reconcile,
+        frontend::error_policy,
+        ctx.clone(),
         shutdown.clone(),
     )
     .instrument(info_span!("pod_controller"));
@@ -181,35 +178,27 @@ pub fn extra_controllers(
         let wc = watcher::Config::default();
         let (ns_api, ns_wc) = crate::scope::namespace_watch(&ctx.client, &ctx.config);
         let kn_api: Api<KuryrNetwork> = crate::scope::namespaced(&ctx.client, &ctx.config);
-        let kn = Controller::new(kn_api, wc);
-        let kn_store = kn.store();
-        let kn_run = kn
-            .graceful_shutdown_on(shutdown.clone())
-            .run(
+        runs.push(
+            run_controller(
+                Controller::new(kn_api, wc),
                 networks::reconcile::reconcile,
                 networks::reconcile::error_policy,
                 ctx.clone(),
+                shutdown.clone(),
             )
-            .for_each(|_| futures::future::ready(()));
-        runs.push(
-            unless_never_synced(kn_run, kn_store, shutdown.clone())
-                .instrument(info_span!("kuryrnetwork_controller"))
-                .boxed(),
+            .instrument(info_span!("kuryrnetwork_controller"))
+            .boxed(),
         );
-        let nsc = Controller::new(ns_api, ns_wc);
-        let ns_store = nsc.store();
-        let ns_run = nsc
-            .graceful_shutdown_on(shutdown.clone())
-            .run(
+        runs.push(
+            run_controller(
+                Controller::new(ns_api, ns_wc),
                 networks::reconcile::namespace,
                 networks::reconcile::namespace_error_policy,
                 ctx.clone(),
+                shutdown.clone(),
             )
-            .for_each(|_| futures::future::ready(()));
-        runs.push(
-            unless_never_synced(ns_run, ns_store, shutdown.clone())
-                .instrument(info_span!("namespace_controller"))
-                .boxed(),
+            .instrument(info_span!("namespace_controller"))
+            .boxed(),
         );
     }
     if ctx.config.policy.enabled {

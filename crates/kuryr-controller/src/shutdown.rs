@@ -5,16 +5,43 @@
 //! API server, a loaded machine, a stop right after start) never returns from `run`. Nothing of it is in
 //! flight then (no reconcile ever started), so it is dropped instead.
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
+use std::sync::Arc;
 
-use futures::FutureExt;
+use futures::future::TryFuture;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use kube::Resource;
+use serde::de::DeserializeOwned;
+
+/// Runs `controller` until `shutdown`: in-flight reconciles finish (graceful shutdown), and a controller
+/// whose cache never synced stops at once ([`unless_never_synced`]). How every controller here is run.
+pub async fn run_controller<K, ReconcilerFut, Ctx>(
+    controller: Controller<K>,
+    reconciler: impl FnMut(Arc<K>, Arc<Ctx>) -> ReconcilerFut,
+    error_policy: impl Fn(Arc<K>, &ReconcilerFut::Error, Arc<Ctx>) -> Action,
+    ctx: Arc<Ctx>,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
+) where
+    K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
+    ReconcilerFut: TryFuture<Ok = Action> + Send + 'static,
+    ReconcilerFut::Error: std::error::Error + Send + 'static,
+{
+    let store = controller.store();
+    let run = controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconciler, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()));
+    unless_never_synced(run, store, shutdown).await
+}
 
 /// Drives `run` (a controller's `run(..).for_each(..)`) to its end, or until `shutdown` has fired while
 /// `store`, the controller's cache, had not synced yet.
-pub async fn unless_never_synced<K>(
+async fn unless_never_synced<K>(
     run: impl Future<Output = ()>,
     store: Store<K>,
     shutdown: impl Future<Output = ()>,
@@ -37,11 +64,8 @@ pub async fn unless_never_synced<K>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
-    use futures::StreamExt;
-    use kube::runtime::controller::{Action, Controller};
     use kube::runtime::watcher;
     use kuryr_api::k8s_openapi::api::core::v1::ConfigMap;
     use kuryr_api::Api;
@@ -66,18 +90,15 @@ mod tests {
     async fn a_controller_stopped_before_its_cache_synced_stops() {
         let api: Api<ConfigMap> = Api::all(silent_api_server().await);
         let controller = Controller::new(api, watcher::Config::default());
-        let store = controller.store();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shutdown = stopped.map(|_| ()).shared();
-        let run = controller
-            .graceful_shutdown_on(shutdown.clone())
-            .run(
-                |_, _| async { Ok::<_, kube::Error>(Action::await_change()) },
-                |_, _, _| Action::await_change(),
-                Arc::new(()),
-            )
-            .for_each(|_| futures::future::ready(()));
-        let task = tokio::spawn(unless_never_synced(run, store, shutdown));
+        let task = tokio::spawn(run_controller(
+            controller,
+            |_, _| async { Ok::<_, kube::Error>(Action::await_change()) },
+            |_, _, _| Action::await_change(),
+            Arc::new(()),
+            shutdown,
+        ));
         // Let the watcher start its list (and hang on it).
         tokio::time::sleep(Duration::from_millis(200)).await;
         stop.send(()).unwrap();

@@ -20,43 +20,41 @@ pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    create_namespace_object(client, &ns).await
+    create_namespace_object(client, &named(name)).await
 }
 
 /// Creates namespace `name` on an API server without ServiceAccount admission (the chaos suite's private
 /// one, whose controller manager runs no ServiceAccount controller): pods can be created at once.
 pub async fn create_namespace_unadmitted(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .with_context(|| format!("create namespace {name}"))?;
-    Ok(())
+    create(client, &named(name)).await.map(drop)
 }
 
 /// Creates `ns` and returns once pods can be created in it: the lab's API server runs ServiceAccount
 /// admission, which refuses pods of a namespace whose `default` ServiceAccount the controller manager has
 /// not made yet (a few ms on a quiet machine, seconds on a loaded one).
 pub async fn create_namespace_object(client: &kube::Client, ns: &Namespace) -> anyhow::Result<()> {
+    let name = create(client, ns).await?;
+    wait_default_service_account(client, &name).await
+}
+
+fn named(name: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
+}
+
+/// Creates `ns`; returns its name.
+async fn create(client: &kube::Client, ns: &Namespace) -> anyhow::Result<String> {
     let name = ns.metadata.name.clone().context("namespace without a name")?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), ns)
         .await
         .with_context(|| format!("create namespace {name}"))?;
-    wait_default_service_account(client, &name).await
+    Ok(name)
 }
 
 /// Waits (up to 120 s) for the `default` ServiceAccount of namespace `ns`.

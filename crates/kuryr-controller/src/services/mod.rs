@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
@@ -26,7 +26,7 @@ pub use context::LbContext;
 use crate::config::Config;
 use crate::loadbalancers;
 use crate::metrics::Metrics;
-use crate::shutdown::unless_never_synced;
+use crate::shutdown::run_controller;
 use crate::slim;
 
 /// Label EndpointSlices carry naming their Service.
@@ -274,22 +274,19 @@ async fn serve(
     ));
     let span =
         |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
-    let (klb_store, svc_store) = (klb_controller.store(), svc_controller.store());
-    let klb_run = unless_never_synced(
-        klb_controller
-            .graceful_shutdown_on(shutdown.clone())
-            .run(loadbalancers::reconcile, loadbalancers::error_policy, ctx.clone())
-            .for_each(|_| futures::future::ready(())),
-        klb_store,
+    let klb_run = run_controller(
+        klb_controller,
+        loadbalancers::reconcile,
+        loadbalancers::error_policy,
+        ctx.clone(),
         shutdown.clone(),
     )
     .instrument(span("kuryrloadbalancer"));
-    let svc_run = unless_never_synced(
-        svc_controller
-            .graceful_shutdown_on(shutdown.clone())
-            .run(frontend::reconcile, frontend::error_policy, ctx)
-            .for_each(|_| futures::future::ready(())),
-        svc_store,
+    let svc_run = run_controller(
+        svc_controller,
+        frontend::reconcile,
+        frontend::error_policy,
+        ctx,
         shutdown,
     )
     .instrument(span("service"));
