@@ -2,6 +2,9 @@
 //! KuryrNetworkPolicy) with upstream Kuryr's names and JSON field names, plus status subresources, typed
 //! status and conditions; the finalizer, label and annotation keys; and the kube / k8s-openapi types the
 //! other crates use, re-exported so they all import them from here.
+//!
+//! With the `client` feature, also what talks to an API server: `Api`/`Client`, [`kubeconfig`], [`scoped`]
+//! and [`owners`]. Without it this crate is plain types, and so is kuryr-core, which depends on it.
 
 #![forbid(unsafe_code)]
 
@@ -10,14 +13,19 @@ pub mod conditions;
 pub mod crds;
 pub mod finalizers;
 pub mod kube_version;
+#[cfg(feature = "client")]
 pub mod kubeconfig;
 pub mod labels;
 pub mod loadbalancer;
 pub mod network;
 pub mod ovo;
+#[cfg(feature = "client")]
+pub mod owners;
 pub mod policy;
 pub mod port;
 mod schema;
+#[cfg(feature = "client")]
+mod scope;
 pub mod vif;
 
 pub use conditions::{Condition, ConditionStatus};
@@ -25,6 +33,8 @@ pub use loadbalancer::{KuryrLoadBalancer, KuryrLoadBalancerSpec, KuryrLoadBalanc
 pub use network::{KuryrNetwork, KuryrNetworkSpec, KuryrNetworkStatus};
 pub use policy::{KuryrNetworkPolicy, KuryrNetworkPolicySpec, KuryrNetworkPolicyStatus};
 pub use port::{KuryrPort, KuryrPortSpec, KuryrPortStatus, PodVif};
+#[cfg(feature = "client")]
+pub use scope::scoped;
 pub use vif::{Vif, VifIp, VifType};
 
 // === Re-exports ===
@@ -40,8 +50,11 @@ pub use k8s_openapi::api::core::v1::{
 pub use k8s_openapi::api::networking::v1::NetworkPolicy;
 pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
-pub use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-pub use kube::{Client, CustomResourceExt, Resource, ResourceExt};
+// Request parameters are plain types (kube-core): there with or without the client.
+pub use kube::core::params::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+#[cfg(feature = "client")]
+pub use kube::{Api, Client};
+pub use kube::{CustomResourceExt, Resource, ResourceExt};
 
 /// API group of every Kuryr CRD.
 pub const GROUP: &str = "openstack.org";

@@ -65,8 +65,13 @@ async fn hold_outlasts_a_client_timeout_and_execute_loses_the_response() {
             .send()
             .await;
     assert!(r.unwrap_err().is_timeout());
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (_, v) = t.get("/v2.0/ports?name=slow").await;
+    // The held request goes on server-side after the client gave up: the port shows up once the hold ends
+    // (the wait fails the test if it never does).
+    let v = t
+        .wait_for("/v2.0/ports?name=slow", |v| {
+            v["ports"].as_array().is_some_and(|p| !p.is_empty())
+        })
+        .await;
     assert_eq!(
         v["ports"].as_array().unwrap().len(),
         1,
@@ -124,11 +129,18 @@ async fn lb_faults_leave_it_stuck_or_in_error_and_admin_can_force_state() {
             json!({"name": "broken", "vip_subnet_id": sub}),
         )
         .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // `broken` settles (in ERROR) once its create's provisioning time is over; `stuck`, created first with the
+    // same timing, would have settled by then too, were it not stuck.
+    let v = t
+        .wait_for(&format!("/v2/lbaas/loadbalancers/{}", id(&broken)), |v| {
+            !v["loadbalancer"]["provisioning_status"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("PENDING_"))
+        })
+        .await;
+    assert_eq!(v["loadbalancer"]["provisioning_status"], "ERROR");
     let (_, v) = t.get(&format!("/v2/lbaas/loadbalancers/{}", id(&stuck))).await;
     assert_eq!(v["loadbalancer"]["provisioning_status"], "PENDING_CREATE");
-    let (_, v) = t.get(&format!("/v2/lbaas/loadbalancers/{}", id(&broken))).await;
-    assert_eq!(v["loadbalancer"]["provisioning_status"], "ERROR");
     // ERROR load balancers can be deleted (and the fault applies to deletes too: it stays ERROR).
     assert_eq!(
         t.delete(&format!("/v2/lbaas/loadbalancers/{}", id(&broken)))

@@ -329,15 +329,15 @@ fn version_flags_print_the_build_line() {
             .spawn()
             .unwrap();
         let _open_stdin = child.stdin.take();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{name} --version waited (for stdin?)");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().unwrap();
+        // Its exit, as it happens (stdin stays open meanwhile); a child still running after 20 s is killed.
+        let pid = child.id();
+        let (exited, exit) = std::sync::mpsc::channel();
+        std::thread::spawn(move || exited.send(child.wait_with_output()));
+        let Ok(out) = exit.recv_timeout(Duration::from_secs(20)) else {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            panic!("{name} --version waited (for stdin?)");
+        };
+        let out = out.unwrap();
         assert!(out.status.success(), "{name}: {:?}", out.status);
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
@@ -445,22 +445,88 @@ async fn real_macvlan_add_check_del_through_the_binary() {
     assert_eq!(out.code, 0, "{:?}", out.json);
 }
 
+/// ADD requests this test binary's kuryr-daemons have taken in, by pod (`namespace/name`), from the
+/// handler's `request` log event: the handler logs it and, in the same poll, starts waiting for the pod's VIFs
+/// (no `.await` in between), so a pod listed here has an ADD waiting in the daemon or already served.
+fn adds_received() -> tokio::sync::watch::Receiver<Vec<String>> {
+    static SEEN: std::sync::OnceLock<tokio::sync::watch::Sender<Vec<String>>> = std::sync::OnceLock::new();
+    SEEN.get_or_init(|| {
+        let (seen, _) = tokio::sync::watch::channel(Vec::new());
+        tracing::subscriber::set_global_default(AddRequests(seen.clone()))
+            .expect("nothing else in this test binary sets the global tracing subscriber");
+        seen
+    })
+    .subscribe()
+}
+
+/// A tracing subscriber that only records the pods of kuryr-daemon's ADD `request` events.
+struct AddRequests(tokio::sync::watch::Sender<Vec<String>>);
+
+#[derive(Default)]
+struct RequestEvent {
+    message: String,
+    command: String,
+    pod: String,
+}
+
+impl tracing::field::Visit for RequestEvent {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let slot = match field.name() {
+            "message" => &mut self.message,
+            "command" => &mut self.command,
+            "pod" => &mut self.pod,
+            _ => return,
+        };
+        *slot = format!("{value:?}");
+    }
+}
+
+impl tracing::Subscriber for AddRequests {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        meta.is_event()
+            && meta.target().starts_with("kuryr_cni::daemon")
+            && *meta.level() <= tracing::Level::INFO
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut e = RequestEvent::default();
+        event.record(&mut e);
+        if e.message == "request" && e.command == "ADD" {
+            self.0.send_modify(|pods| pods.push(e.pod));
+        }
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_waiting_adds_are_served_concurrently_and_woken_together() {
+    // Its own namespace: no other test of this binary sends ADDs for these pods.
+    const NS: &str = "twenty";
+    let mut received = adds_received();
     let d = start(FakeBinder::default(), Duration::from_secs(10));
     let mk = |i: u8, active: bool| {
         let mut v = common::vif(VifType::NestedMacvlan, 100 + i);
         v.active = active;
-        mk_port(
-            "shop",
-            &format!("web-{i}"),
-            &format!("uid-{i}"),
-            vec![("eth0", v)],
-        )
+        mk_port(NS, &format!("web-{i}"), &format!("uid-{i}"), vec![("eth0", v)])
     };
     for i in 0..20u8 {
         d.cache.set_pod_state(
-            "shop",
+            NS,
             &format!("web-{i}"),
             Some(PodState {
                 uid: format!("uid-{i}"),
@@ -474,13 +540,25 @@ async fn twenty_waiting_adds_are_served_concurrently_and_woken_together() {
     for i in 0..20u8 {
         let (c, args) = (
             c.clone(),
-            format!("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-{i};K8S_POD_UID=uid-{i}"),
+            format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME=web-{i};K8S_POD_UID=uid-{i}"),
         );
         runs.push(tokio::spawn(async move {
             plugin(&env("ADD", "/var/run/netns/cni-x", &args), &c).await
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every ADD has reached kuryr-daemon and waits there for its inactive VIF.
+    let pods: Vec<String> = (0..20).map(|i| format!("{NS}/web-{i}")).collect();
+    let all_waiting = tokio::time::timeout(
+        Duration::from_secs(30),
+        received.wait_for(|seen| pods.iter().all(|p| seen.contains(p))),
+    )
+    .await
+    .map(|r| r.is_ok());
+    assert!(
+        matches!(all_waiting, Ok(true)),
+        "not all 20 ADDs reached kuryr-daemon within 30 s; those that did: {:?}",
+        *received.borrow()
+    );
     let started = std::time::Instant::now();
     for i in 0..20u8 {
         d.cache.apply_port(mk(i, true));

@@ -11,7 +11,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 use futures::FutureExt;
 use kuryr_api::VifType;
 use kuryr_core::{PoolLimits, VlanRange};
-use kuryr_openstack::{AuthSource, ClientConfig, Cloud, RateLimit};
+use kuryr_openstack::{secret_files, AuthSource, ClientConfig, Cloud, RateLimit};
 use prometheus_client::registry::Registry;
 
 use crate::admin::{self, AdminState};
@@ -23,7 +23,6 @@ use crate::metrics::Metrics;
 use crate::networks::{NetworksConfig, SubnetMode};
 use crate::policies::PolicyConfig;
 use crate::runtime::{self, Runtime};
-use crate::secret_files;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum VifDriverArg {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::secret_files::read_guarded;
+use kuryr_openstack::secret_files::{read_guarded, SecretFileError};
 
 /// What an upstream `kuryr.conf` option becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,11 +178,9 @@ pub enum ConfigFileError {
         key: String,
         reason: String,
     },
-    #[error(
-        "{file} holds credentials ({what}) and is readable by every user (mode {mode:o}): \
-         run `chmod o-rwx {file}` (or mount it with mode 0600/0640)"
-    )]
-    WorldReadable { file: String, what: String, mode: u32 },
+    /// Unreadable, or holding credentials others can read.
+    #[error(transparent)]
+    Secret(#[from] SecretFileError),
 }
 
 /// The long options clap knows, with their environment variable.

@@ -24,6 +24,25 @@ pub enum Error {
     #[error("{0} is not supported by this controller yet")]
     Unsupported(String),
 
+    /// The controller's settings cannot serve this object (e.g. a LoadBalancer Service without an external
+    /// network): retried slowly, the operator has to act.
+    #[error("configuration: {0}")]
+    Config(String),
+
+    /// The cloud answered without something it always sends (or our own bookkeeping lost track): retried.
+    #[error("unexpected: {0}")]
+    Unexpected(String),
+
+    /// Something the controller looks up in the cloud is not there (yet).
+    #[error("not found in the cloud: {0}")]
+    CloudObjectMissing(String),
+
+    #[error("namespace {0}: the KuryrNetwork controller has not made its network yet")]
+    NetworkNotReady(String),
+
+    #[error("namespace {0} is being deleted, and its network with it")]
+    NamespaceDeleting(String),
+
     #[error("pool of {0} stayed empty after refills (other pods took every port made)")]
     PoolEmpty(String),
 
@@ -49,6 +68,9 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Re-check of a namespace whose ports are still draining.
+const DRAIN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The cloud did not answer, or answered 5xx, after the client's retries.
 fn is_unavailable(e: &kuryr_openstack::Error) -> bool {
     matches!(e, kuryr_openstack::Error::Transport { .. }) || e.status().is_some_and(|s| s >= 500)
@@ -67,17 +89,18 @@ impl Error {
             Error::Core(e) => e.reason().to_owned(),
             Error::NodeNotFound(_) => "node_not_found".into(),
             Error::Unsupported(_) => "unsupported".into(),
+            Error::Config(_) => "config".into(),
+            Error::Unexpected(_) => "unexpected".into(),
+            Error::CloudObjectMissing(_) => "cloud_object_missing".into(),
+            Error::NetworkNotReady(_) => "network_not_ready".into(),
+            Error::NamespaceDeleting(_) => "namespace_deleting".into(),
             Error::PoolEmpty(_) => "pool_empty".into(),
             Error::Contended(_) => "contended".into(),
             Error::MissingField(_) => "missing_field".into(),
             Error::Serialize(_) => "serialize".into(),
             Error::Draining(_) => "draining".into(),
             Error::Policy(_) => "policy".into(),
-            Error::Finalizer(e) => match &**e {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),
-                _ => "finalizer".into(),
-            },
+            Error::Finalizer(_) => self.cause().map_or("finalizer".into(), Error::metric_label),
         }
     }
 
@@ -87,12 +110,17 @@ impl Error {
             Error::Kube { .. } => "KubernetesError",
             Error::OpenStack(e) if e.is_over_quota() => "OverQuota",
             Error::OpenStack(e) if e.is_request_too_large() => "RequestTooLarge",
-            Error::OpenStack(e) if crate::ports::pool::is_out_of_addresses(e) => "SubnetFull",
+            Error::OpenStack(e) if e.is_out_of_addresses() => "SubnetFull",
             Error::OpenStack(e) if is_unavailable(e) => "NeutronUnavailable",
             Error::OpenStack(_) => "NeutronError",
             Error::Core(e) => e.reason(),
             Error::NodeNotFound(_) => "NodeNotFound",
             Error::Unsupported(_) => "Unsupported",
+            Error::Config(_) => "Misconfigured",
+            Error::Unexpected(_) => "UnexpectedAnswer",
+            Error::CloudObjectMissing(_) => "NotFound",
+            Error::NetworkNotReady(_) => "NetworkNotReady",
+            Error::NamespaceDeleting(_) => "NamespaceDeleting",
             Error::PoolEmpty(_) => "PoolEmpty",
             Error::Contended(_) => "Contended",
             Error::MissingField(_) | Error::Serialize(_) => "InvalidObject",
@@ -100,39 +128,57 @@ impl Error {
             Error::Policy(kuryr_core::policy::PolicyError::TooManyRules { .. })
             | Error::Policy(kuryr_core::policy::PolicyError::TooManySecurityGroups { .. }) => "OverQuota",
             Error::Policy(_) => "InvalidPolicy",
-            Error::Finalizer(e) => match &**e {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),
-                _ => "FinalizerError",
-            },
+            Error::Finalizer(_) => self.cause().map_or("FinalizerError", Error::reason),
         }
     }
 
-    /// Errors that no retry soon will fix (configuration, a node without trunk): retried slowly.
+    /// Errors that no retry soon will fix (configuration, a node without trunk): retried slowly. Also
+    /// inside a finalizer's apply or cleanup, where every CRD controller's errors arrive.
     pub fn is_permanent(&self) -> bool {
-        let core_or_unsupported = matches!(
-            self,
+        match self {
             Error::Core(
                 CoreError::NoTrunkOnNode { .. }
-                    | CoreError::NoParentPort { .. }
-                    | CoreError::NoNodeAddress { .. }
-                    | CoreError::InvalidVlanRange { .. }
-                    | CoreError::NoSubnet { .. }
-            ) | Error::Unsupported(_)
-        );
-        // A request refused for its size is refused again until the object changes, wherever it failed.
-        core_or_unsupported || self.openstack().is_some_and(|e| e.is_request_too_large())
+                | CoreError::NoParentPort { .. }
+                | CoreError::NoNodeAddress { .. }
+                | CoreError::InvalidVlanRange { .. }
+                | CoreError::NoSubnet { .. },
+            )
+            | Error::Unsupported(_)
+            | Error::Config(_)
+            | Error::NamespaceDeleting(_) => true,
+            Error::Finalizer(_) => self.cause().is_some_and(Error::is_permanent),
+            // A request refused for its size is refused again until the object changes.
+            _ => self.openstack().is_some_and(|e| e.is_request_too_large()),
+        }
+    }
+
+    /// When to try again regardless of the backoff: a namespace network still draining its ports is
+    /// looked at every few seconds however long it drains.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Error::Draining(_) => Some(DRAIN_POLL),
+            Error::Finalizer(_) => self.cause().and_then(Error::retry_after),
+            _ => None,
+        }
+    }
+
+    /// The error a finalizer's apply or cleanup failed with: every CRD controller's errors arrive wrapped.
+    pub fn cause(&self) -> Option<&Error> {
+        match self {
+            Error::Finalizer(f) => match &**f {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => Some(e),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The cloud's error behind this one, also inside a finalizer's apply or cleanup.
     pub fn openstack(&self) -> Option<&kuryr_openstack::Error> {
         match self {
             Error::OpenStack(e) => Some(e),
-            Error::Finalizer(f) => match &**f {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.openstack(),
-                _ => None,
-            },
+            Error::Finalizer(_) => self.cause().and_then(Error::openstack),
             _ => None,
         }
     }
@@ -152,11 +198,18 @@ mod tests {
         });
         assert!(core.is_permanent());
         let wrapped = Error::Finalizer(Box::new(FinalizerError::ApplyFailed(core)));
+        assert!(
+            wrapped.is_permanent(),
+            "retried slowly from inside the finalizer too"
+        );
         assert_eq!(wrapped.metric_label(), "NoTrunkOnNode");
         assert_eq!(wrapped.reason(), "NoTrunkOnNode");
         let missing = Error::Finalizer(Box::new(FinalizerError::<Error>::UnnamedObject));
         assert_eq!(missing.metric_label(), "finalizer");
         assert!(!Error::NodeNotFound("w1".into()).is_permanent());
+        let draining = Error::Finalizer(Box::new(FinalizerError::CleanupFailed(Error::Draining(3))));
+        assert_eq!(draining.retry_after(), Some(DRAIN_POLL));
+        assert_eq!(wrapped.retry_after(), None);
         assert_eq!(Error::NodeNotFound("w1".into()).reason(), "NodeNotFound");
     }
 

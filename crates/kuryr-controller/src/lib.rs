@@ -32,10 +32,10 @@ pub mod policies;
 pub mod ports;
 pub mod runtime;
 pub mod scope;
-pub mod secret_files;
 pub mod services;
 pub mod shutdown;
 pub mod slim;
+pub mod toolkit;
 
 pub use args::Args;
 pub use config::Config;

@@ -285,6 +285,18 @@ impl Metrics {
             .inc();
     }
 
+    /// One Octavia write of a load balancer round (`op`: the planned op's kind).
+    pub fn lb_op(&self, op: &str) {
+        self.lb_ops.get_or_create(&[("op", op.to_owned())]).inc();
+    }
+
+    /// A load balancer replaced (`reason`: error, stuck, changed, lost).
+    pub fn lb_repair(&self, reason: &str) {
+        self.lb_repairs
+            .get_or_create(&[("reason", reason.to_owned())])
+            .inc();
+    }
+
     pub fn wired(&self, took: Duration) {
         self.pod_wire_seconds.observe(took.as_secs_f64());
     }

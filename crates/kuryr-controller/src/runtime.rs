@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::{Api, KuryrNetwork, KuryrPort, Node, Pod, ResourceExt, VifType};
+use kuryr_api::{scoped, Api, KuryrNetwork, KuryrPort, Node, Pod, ResourceExt, VifType};
 use kuryr_core::pool::PoolParent;
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
-use crate::ports::{macvlan, parent, pool, reconcile};
+use crate::ports::{macvlan, pool, reconcile};
 use crate::shutdown::run_controller;
 
 /// Everything [`run`] needs besides the shutdown trigger.
@@ -41,17 +41,6 @@ impl Runtime {
             metrics: Metrics::default(),
             ready: Arc::default(),
         }
-    }
-}
-
-/// `Api::namespaced` when a namespace is given, else `Api::all`.
-pub fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -142,7 +131,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     let kp_run = run_controller(
         kp_controller,
         reconcile::reconcile,
-        reconcile::error_policy,
+        crate::toolkit::error_policy,
         ctx.clone(),
         shutdown.clone(),
     )
@@ -150,7 +139,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     let pod_run = run_controller(
         pod_controller,
         frontend::reconcile,
-        frontend::error_policy,
+        crate::toolkit::error_policy,
         ctx.clone(),
         shutdown.clone(),
     )
@@ -177,12 +166,12 @@ pub fn extra_controllers(
     if ctx.config.networks.mode == SubnetMode::Namespace {
         let wc = watcher::Config::default();
         let (ns_api, ns_wc) = crate::scope::namespace_watch(&ctx.client, &ctx.config);
-        let kn_api: Api<KuryrNetwork> = crate::scope::namespaced(&ctx.client, &ctx.config);
+        let kn_api: Api<KuryrNetwork> = scoped(&ctx.client, ctx.config.namespace.as_deref());
         runs.push(
             run_controller(
                 Controller::new(kn_api, wc),
                 networks::reconcile::reconcile,
-                networks::reconcile::error_policy,
+                crate::toolkit::error_policy,
                 ctx.clone(),
                 shutdown.clone(),
             )
@@ -193,7 +182,7 @@ pub fn extra_controllers(
             run_controller(
                 Controller::new(ns_api, ns_wc),
                 networks::reconcile::namespace,
-                networks::reconcile::namespace_error_policy,
+                crate::toolkit::error_policy,
                 ctx.clone(),
                 shutdown.clone(),
             )
@@ -251,11 +240,11 @@ async fn pool_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
         for node in nodes.state() {
             let name = node.name_any();
             live.insert(PoolParent::Host(name.clone()));
-            if let Some(p) = ctx.parent(&name) {
+            if let Some(p) = ctx.trunks.parent(&name) {
                 live.insert(PoolParent::Trunk(p.trunk_id));
             } else if ctx.config.vif_type == VifType::NestedVlan {
                 // Not looked up yet (e.g. pools rebuilt after a restart): find it, or its pools look dead.
-                match parent::parent_of(&ctx, &name).await {
+                match ctx.trunks.parent_of(&ctx.cloud, &node).await {
                     Ok(p) => {
                         live.insert(PoolParent::Trunk(p.trunk_id));
                     }
@@ -267,7 +256,8 @@ async fn pool_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
         if unsure {
             continue;
         }
-        ctx.forget_parents_except(&nodes.state().iter().map(|n| n.name_any()).collect());
+        ctx.trunks
+            .forget_parents_except(&nodes.state().iter().map(|n| n.name_any()).collect());
         if let Err(e) = pool::maintain(&ctx, &live).await {
             warn!(error = &e as &dyn std::error::Error, "pool upkeep");
         }

@@ -12,8 +12,9 @@ use kube::runtime::watcher;
 use kuryr_api::{Api, ListParams, Namespace};
 
 use crate::config::Config;
-use crate::context::{lock, Context};
+use crate::context::Context;
 use crate::errors::{Error, Result};
+use crate::toolkit::lock;
 
 /// How long an answer of [`selected`] is reused: a burst of pods in one namespace asks once, and a namespace
 /// labelled into (or out of) the selector is seen within this.
@@ -72,17 +73,6 @@ pub fn namespace_watch(client: &kube::Client, config: &Config) -> (Api<Namespace
         wc = wc.labels(sel);
     }
     (Api::all(client.clone()), wc)
-}
-
-/// Api for namespaced objects: the one namespace, or all (filter with [`in_scope`]).
-pub fn namespaced<K>(client: &kube::Client, config: &Config) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
-{
-    match &config.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 /// Whether objects of `namespace` are ours: its Namespace is in the (filtered) namespace cache.

@@ -7,7 +7,7 @@
 mod canary;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use canary::{clouds_yaml, command, finish, free_port, kubeconfig, run, temp_dir, Canaries};
 
@@ -30,9 +30,25 @@ async fn kube_rs_honours_insecure_skip_tls_verify_and_verifies_otherwise() {
         .starts_with(KUBE_WARNING));
 }
 
-/// Runs the controller for a few seconds on `cloud` and `kube`; its output.
+/// Whether something answers `GET /livez` on `127.0.0.1:port` (one try).
+fn livez(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut answer = String::new();
+    s.write_all(b"GET /livez HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_ok()
+        && s.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.")
+}
+
+/// Runs the controller on `cloud` and `kube` until it has started (it serves its admin port only after both
+/// places that may warn, the kubeconfig and the clouds.yaml, are behind it), then stops it; its output.
 fn controller(clouds: &Path, cloud: &str, kube: &Path) -> String {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_kuryr-controller"));
+    let admin = free_port();
     let mut cmd = command(&bin, "info");
     cmd.args(["--kubeconfig", &kube.display().to_string()])
         .args([
@@ -49,10 +65,22 @@ fn controller(clouds: &Path, cloud: &str, kube: &Path) -> String {
             "--gc-interval-seconds",
             "0",
         ])
-        .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())]);
-    let child = canary::spawn(cmd);
-    std::thread::sleep(Duration::from_secs(4));
-    finish(child, Duration::ZERO).0
+        .args(["--metrics-addr", &format!("127.0.0.1:{admin}")]);
+    let mut child = canary::spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut started = false;
+    while !started && Instant::now() < deadline && child.child.try_wait().unwrap().is_none() {
+        started = livez(admin);
+        if !started {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let out = finish(child, Duration::ZERO).0;
+    assert!(
+        started,
+        "kuryr-controller did not serve 127.0.0.1:{admin}/livez (exited, or not within 30 s):\n{out}"
+    );
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

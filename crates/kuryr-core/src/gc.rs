@@ -1,6 +1,7 @@
 //! Garbage collection decisions: which tagged cloud objects no live Kubernetes object owns, and when one of
-//! them may be deleted. The controller's sweeper and `kuryrctl gc --dry-run` both decide here; listing and
-//! deleting are theirs.
+//! them may be deleted. The controller's sweeper and `kuryrctl gc --dry-run` both decide here, on what
+//! kuryr-openstack's `tagged` lists and the live owners kuryr-api's `owners` finds; deleting is the
+//! controller's.
 //!
 //! An object is an orphan when its ownership tags name a kind we know maps to Kubernetes objects and its uid
 //! is the uid of no live object of any of those kinds (the union is used because a port tagged
@@ -8,43 +9,15 @@
 //! the Kuryr CRD's uid). Kinds we do not know (e.g. a cluster-wide router tagged with a cluster id) are
 //! never collected. An orphan is deleted only once it has been seen orphaned in two sweeps and is older
 //! than the grace period, so a create whose owner is not in the cache yet is never raced.
+//!
+//! The cloud's resource type is a parameter `R` (kuryr-openstack's `TaggedResource`, which this crate
+//! cannot name): decisions need only its order, which is the deletion order (dependents first), and reports
+//! its label.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// Cloud object types the collector sweeps, in the order they are deleted (dependents first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CloudResource {
-    LoadBalancer,
-    FloatingIp,
-    Port,
-    SecurityGroup,
-    Subnet,
-    Network,
-}
-
-impl CloudResource {
-    pub const ALL: [CloudResource; 6] = [
-        CloudResource::LoadBalancer,
-        CloudResource::FloatingIp,
-        CloudResource::Port,
-        CloudResource::SecurityGroup,
-        CloudResource::Subnet,
-        CloudResource::Network,
-    ];
-
-    /// Metric label and JSON name.
-    pub fn label(self) -> &'static str {
-        match self {
-            CloudResource::LoadBalancer => "loadbalancer",
-            CloudResource::FloatingIp => "floatingip",
-            CloudResource::Port => "port",
-            CloudResource::SecurityGroup => "security_group",
-            CloudResource::Subnet => "subnet",
-            CloudResource::Network => "network",
-        }
-    }
-}
+use serde::Serialize;
 
 /// Owner kinds (lower-cased) whose uid is a Kubernetes object's: the only ones ever collected.
 /// Pool ports (`kind=pool`) and node-level objects are left out: their uid need not be a Kubernetes uid.
@@ -62,8 +35,8 @@ pub const COLLECTABLE_KINDS: [&str; 9] = [
 
 /// One tagged cloud object as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tagged {
-    pub resource: CloudResource,
+pub struct Tagged<R> {
+    pub resource: R,
     pub id: String,
     pub name: String,
     /// `kuryr.kind=` tag.
@@ -72,6 +45,27 @@ pub struct Tagged {
     pub owner_uid: String,
     /// Time since the cloud created it, when the cloud says.
     pub age: Option<Duration>,
+}
+
+impl<R> Tagged<R> {
+    /// From a listed object's parts (its owner from its `kuryr.kind=` / `kuryr.uid=` tags).
+    pub fn new(
+        resource: R,
+        id: &str,
+        name: &str,
+        owner_kind: &str,
+        owner_uid: &str,
+        age: Option<Duration>,
+    ) -> Self {
+        Self {
+            resource,
+            id: id.to_owned(),
+            name: name.to_owned(),
+            owner_kind: owner_kind.to_owned(),
+            owner_uid: owner_uid.to_owned(),
+            age,
+        }
+    }
 }
 
 /// What one object is, on one sweep.
@@ -99,7 +93,7 @@ impl Verdict {
 }
 
 /// Is the owner of `obj` among `live` uids (or not checkable)?
-pub fn classify(obj: &Tagged, live: &HashSet<String>) -> Verdict {
+pub fn classify<R>(obj: &Tagged<R>, live: &HashSet<String>) -> Verdict {
     let kind = obj.owner_kind.to_ascii_lowercase();
     if !COLLECTABLE_KINDS.contains(&kind.as_str()) {
         Verdict::UnknownKind
@@ -124,12 +118,12 @@ struct Sighting {
 
 /// The collector's memory between sweeps: orphans seen so far.
 #[derive(Debug, Clone)]
-pub struct GcBook {
+pub struct GcBook<R> {
     grace: Duration,
-    seen: BTreeMap<(CloudResource, String), Sighting>,
+    seen: BTreeMap<(R, String), Sighting>,
 }
 
-impl GcBook {
+impl<R: Copy + Ord> GcBook<R> {
     pub fn new(grace: Duration) -> Self {
         Self {
             grace,
@@ -146,9 +140,9 @@ impl GcBook {
     pub fn sweep(
         &mut self,
         now: Instant,
-        listed: &[Tagged],
+        listed: &[Tagged<R>],
         live: &HashSet<String>,
-    ) -> Vec<(Tagged, Verdict)> {
+    ) -> Vec<(Tagged<R>, Verdict)> {
         let mut out = Vec::with_capacity(listed.len());
         let mut keep = BTreeMap::new();
         for obj in listed {
@@ -178,7 +172,7 @@ impl GcBook {
     }
 
     /// The object was deleted (or found gone): stop tracking it.
-    pub fn collected(&mut self, resource: CloudResource, id: &str) {
+    pub fn collected(&mut self, resource: R, id: &str) {
         self.seen.remove(&(resource, id.to_owned()));
     }
 
@@ -190,7 +184,11 @@ impl GcBook {
 
 /// What a dry run reports for an orphan: whether the collector would delete it on its next confirming
 /// sweep (old enough) or is still inside the grace period.
-pub fn dry_run(listed: &[Tagged], live: &HashSet<String>, grace: Duration) -> Vec<(Tagged, Verdict)> {
+pub fn dry_run<R: Copy + Ord>(
+    listed: &[Tagged<R>],
+    live: &HashSet<String>,
+    grace: Duration,
+) -> Vec<(Tagged<R>, Verdict)> {
     let mut out: Vec<_> = listed
         .iter()
         .map(|o| {
@@ -205,19 +203,63 @@ pub fn dry_run(listed: &[Tagged], live: &HashSet<String>, grace: Duration) -> Ve
     out
 }
 
+/// One line of a sweep report (`kuryrctl gc -o json`, the controller's log).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportLine {
+    pub resource: &'static str,
+    pub id: String,
+    pub name: String,
+    pub owner_kind: String,
+    pub owner_uid: String,
+    pub age_seconds: Option<u64>,
+    pub verdict: &'static str,
+}
+
+impl ReportLine {
+    pub fn new<R: Copy + Into<&'static str>>(obj: &Tagged<R>, verdict: Verdict) -> Self {
+        Self {
+            resource: obj.resource.into(),
+            id: obj.id.clone(),
+            name: obj.name.clone(),
+            owner_kind: obj.owner_kind.clone(),
+            owner_uid: obj.owner_uid.clone(),
+            age_seconds: obj.age.map(|a| a.as_secs()),
+            verdict: verdict.label(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn obj(resource: CloudResource, id: &str, kind: &str, uid: &str, age_s: Option<u64>) -> Tagged {
-        Tagged {
-            resource,
-            id: id.into(),
-            name: String::new(),
-            owner_kind: kind.into(),
-            owner_uid: uid.into(),
-            age: age_s.map(Duration::from_secs),
+    /// The cloud's resource types as the collector sees them: ordered for deletion, labelled.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum CloudResource {
+        LoadBalancer,
+        Port,
+        SecurityGroup,
+        Subnet,
+        Network,
+    }
+
+    impl From<CloudResource> for &'static str {
+        fn from(r: CloudResource) -> Self {
+            match r {
+                CloudResource::Port => "port",
+                _ => "other",
+            }
         }
+    }
+
+    fn obj(
+        resource: CloudResource,
+        id: &str,
+        kind: &str,
+        uid: &str,
+        age_s: Option<u64>,
+    ) -> Tagged<CloudResource> {
+        Tagged::new(resource, id, "", kind, uid, age_s.map(Duration::from_secs))
     }
 
     fn live(uids: &[&str]) -> HashSet<String> {
@@ -321,5 +363,22 @@ mod tests {
         assert_eq!(by_id["old"], Verdict::Collect);
         assert_eq!(by_id["young"], Verdict::Suspect);
         assert_eq!(by_id["mine"], Verdict::Owned);
+    }
+
+    #[test]
+    fn a_report_line_names_the_resource_by_its_label() {
+        let line = ReportLine::new(
+            &obj(CloudResource::Port, "p", "pod", "u", Some(90)),
+            Verdict::Suspect,
+        );
+        assert_eq!(
+            (
+                line.resource,
+                line.owner_kind.as_str(),
+                line.age_seconds,
+                line.verdict
+            ),
+            ("port", "pod", Some(90), "suspect")
+        );
     }
 }

@@ -11,12 +11,14 @@
 pub mod policy;
 
 pub mod annotations;
+pub mod backoff;
 pub mod drivers;
 pub mod error;
 pub mod gc;
 pub mod kuryrport;
 pub mod lb;
 pub mod neutron;
+pub mod owner;
 pub mod parent;
 pub mod pod;
 pub mod pool;
@@ -28,6 +30,7 @@ pub mod vrrp;
 
 pub use drivers::{driver_for, DriverConfig, NestedMacvlan, NestedVlan, NeutronVif, VifDriver};
 pub use error::CoreError;
+pub use owner::OwnerKind;
 pub use pool::{Pool, PoolKey, PoolParent, Pools};
 pub use pool_sizing::{PoolLimits, PoolLoad, PoolPlan};
 pub use subnet::{DefaultSubnet, NamespaceSubnets, SubnetSelector};

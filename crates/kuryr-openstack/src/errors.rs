@@ -151,6 +151,11 @@ impl Error {
         self.kind() == Some(ErrorKind::OverQuota)
     }
 
+    /// The subnet has no address left (Neutron's `IpAddressGenerationFailure`, a 409).
+    pub fn is_out_of_addresses(&self) -> bool {
+        self.api().is_some_and(|a| a.code == "IpAddressGenerationFailure")
+    }
+
     /// Refused for its size: the same request never passes.
     pub fn is_request_too_large(&self) -> bool {
         self.kind() == Some(ErrorKind::RequestTooLarge)

@@ -8,7 +8,9 @@
 //! - [`octavia`]: fully-populated LB create, batch member replace, per-object CRUD, cascade delete,
 //!   status tree, providers, version gates; [`waiter`] tells ACTIVE, ERROR and stuck PENDING_* apart.
 //! - [`batch`]: single-object reads coalesced into list calls by id (port ACTIVE polls under a burst).
-//! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created.
+//! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created;
+//!   [`tagged`]: everything one cluster's tags are on, with its owner.
+//! - [`secret_files`]: credentials files others can read are refused before anything connects.
 //!
 //! It knows nothing of Kubernetes: ids in, OpenStack objects out. See docs/openstack-client.md.
 #![forbid(unsafe_code)]
@@ -24,6 +26,8 @@ pub mod neutron;
 pub mod octavia;
 pub mod ratelimit;
 pub mod retry;
+pub mod secret_files;
+pub mod tagged;
 pub mod tags;
 pub mod waiter;
 

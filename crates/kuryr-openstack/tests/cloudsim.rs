@@ -9,7 +9,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{start, uniq};
+use chrono::Utc;
+use common::{start, uniq, wait_until};
 use kuryr_cloudsim::{AuthMode, FaultRule, LbFaultRule, LbOutcome, Profile};
 use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::{networks, subnets, Filter};
@@ -100,11 +101,20 @@ async fn short_lived_tokens_are_renewed_before_they_expire() {
     p.keystone.token_ttl_s = 2;
     let env = start(p).await;
     let cloud = env.cloud("sim").await;
-    let end = Instant::now() + Duration::from_millis(4500);
+    // A client calling steadily until its token has been renewed twice (2 s tokens, so across expiries).
+    let gen0 = cloud.credentials().generation;
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut n = 0;
-    while Instant::now() < end {
+    while cloud.credentials().generation < gen0 + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "not renewed twice within 30 s: {:?}",
+            cloud.credentials()
+        );
         networks::list(&cloud, Filter::new()).await.unwrap();
         n += 1;
+        // Pacing of a steady caller (about 20 calls a second), not a wait for something: the loop ends on
+        // the renewals themselves.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(n > 20);
@@ -478,6 +488,14 @@ async fn token_auth_type_and_call_observer() {
     );
 }
 
+/// Whether the client's token is past the expiry Keystone gave it.
+fn expired(cloud: &Cloud) -> bool {
+    cloud
+        .credentials()
+        .expires_at
+        .is_some_and(|exp| exp <= Utc::now())
+}
+
 #[tokio::test]
 async fn failed_early_renewal_keeps_using_the_valid_token() {
     let mut p = Profile::zero();
@@ -492,7 +510,16 @@ async fn failed_early_renewal_keeps_using_the_valid_token() {
         ..FaultRule::default()
     });
     // Inside the last quarter of the token's life: renewal is due, Keystone fails it once.
-    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let margin = env.config("sim").token_renew_margin;
+    wait_until("the token's renewal to be due", || {
+        cloud.credentials().needs_renewal(Utc::now(), margin)
+    })
+    .await;
+    assert!(
+        !expired(&cloud),
+        "the token already expired: {:?}",
+        cloud.credentials()
+    );
     networks::list(&cloud, Filter::new()).await.unwrap();
     assert_eq!(cloud.credentials().generation, gen0);
     assert_eq!(
@@ -503,7 +530,7 @@ async fn failed_early_renewal_keeps_using_the_valid_token() {
         Some(503)
     );
     // Past expiry the renewal is forced and now succeeds.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    wait_until("the token to expire", || expired(&cloud)).await;
     networks::list(&cloud, Filter::new()).await.unwrap();
     assert_eq!(cloud.credentials().generation, gen0 + 1);
 }

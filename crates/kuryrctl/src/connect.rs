@@ -2,7 +2,7 @@
 //! turns TLS verification off is announced on stderr, as kuryr-controller does (docs/security.md).
 
 use anyhow::Context as _;
-use kuryr_openstack::{AuthSource, ClientConfig, Cloud};
+use kuryr_openstack::{secret_files, AuthSource, ClientConfig, Cloud};
 
 use crate::cli::Cli;
 
@@ -25,7 +25,7 @@ pub fn cloud_config(cli: &Cli) -> ClientConfig {
 
 pub async fn cloud(cli: &Cli) -> anyhow::Result<Cloud> {
     let config = cloud_config(cli);
-    kuryr_controller::secret_files::guard_cloud_files(&config.auth)?;
+    secret_files::guard_cloud_files(&config.auth)?;
     let cloud = Cloud::connect(config).await.context("connecting to OpenStack")?;
     if let Some(w) = cloud.tls_warning() {
         warn_loudly(&w);

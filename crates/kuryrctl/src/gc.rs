@@ -1,10 +1,14 @@
-//! `kuryrctl gc --dry-run`: the garbage collector's own listing and decisions (`kuryr_controller::gc::plan`),
-//! printed. `collect` lines are what a running collector deletes on its next confirming sweep; `suspect`
-//! lines are orphans inside the grace period; `unknown_kind` objects are never collected.
+//! `kuryrctl gc --dry-run`: the garbage collector's own listing and decisions, from one look, printed: the
+//! cloud objects `kuryr_openstack::tagged` lists, held against the live owners `kuryr_api::owners` finds by
+//! `kuryr_core::gc::dry_run`. `collect` lines are what a running collector deletes on its next confirming
+//! sweep; `suspect` lines are orphans inside the grace period; `unknown_kind` objects are never collected.
 
 use std::time::Duration;
 
-use kuryr_controller::gc::{plan, ReportLine};
+use anyhow::Context as _;
+use kuryr_api::owners::live_uids;
+use kuryr_core::gc::{dry_run, ReportLine, Tagged};
+use kuryr_openstack::{tagged, Cloud};
 use serde::Serialize;
 
 use crate::cli::{Cli, GcArgs};
@@ -30,6 +34,28 @@ pub fn report(cluster_id: &str, grace: Duration, lines: Vec<ReportLine>) -> GcRe
         suspects: count("suspect"),
         objects: lines,
     }
+}
+
+/// What the collector would do: orphans older than `grace` are `collect` (deleted once a running collector
+/// confirms them), younger ones `suspect`.
+pub async fn plan(
+    cloud: &Cloud,
+    client: &kube::Client,
+    cluster_id: &str,
+    project_id: Option<&str>,
+    grace: Duration,
+) -> anyhow::Result<Vec<ReportLine>> {
+    // The cloud before the owners, as the collector does: an object made meanwhile has its owner listed.
+    let listed = tagged::list(cloud, cluster_id, project_id).await?;
+    let live = live_uids(client).await.context("kubernetes list owners")?;
+    let objects: Vec<_> = listed
+        .iter()
+        .map(|o| Tagged::new(o.resource, &o.id, &o.name, &o.owner.kind, &o.owner.uid, o.age))
+        .collect();
+    Ok(dry_run(&objects, &live, grace)
+        .iter()
+        .map(|(o, v)| ReportLine::new(o, *v))
+        .collect())
 }
 
 pub fn table(r: &GcReport) -> Table {

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use kube::api::{Api, ListParams, PostParams};
-use kuryr_api::{KuryrLoadBalancer, KuryrNetwork, KuryrPort, ResourceExt, VifType};
+use kuryr_api::{scoped, KuryrLoadBalancer, KuryrNetwork, KuryrPort, ResourceExt, VifType};
+use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::tags::{self, Resource};
 use kuryr_openstack::neutron::{networks, ports, subnets, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers::{self, UpdateLoadBalancer};
@@ -17,11 +18,6 @@ use serde::Serialize;
 
 use crate::cli::{Cli, MigrateArgs};
 use crate::output::{emit, toned, Format, Progress, Table, Tone};
-
-/// Ownership kinds as the controllers write them.
-pub const PORT_KIND: &str = kuryr_controller::ports::nested_vlan::OWNER_KIND;
-pub const NETWORK_KIND: &str = kuryr_controller::networks::driver::OWNER_KIND;
-pub const SERVICE_KIND: &str = kuryr_controller::loadbalancers::OWNER_KIND;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Action {
@@ -86,7 +82,7 @@ async fn kuryrports(
     client: &kube::Client,
     actions: &mut Vec<Action>,
 ) -> anyhow::Result<()> {
-    let api: Api<KuryrPort> = kuryr_controller::runtime::scoped(client, a.namespace.as_deref());
+    let api: Api<KuryrPort> = scoped(client, a.namespace.as_deref());
     let kps = api.list(&ListParams::default()).await?.items;
     if kps.is_empty() {
         return Ok(());
@@ -134,13 +130,13 @@ async fn kuryrports(
                         cloud,
                         Resource::Ports,
                         &port.id,
-                        &Owner::new(&cli.cluster_id, PORT_KIND, &pod_uid),
+                        &Owner::new(&cli.cluster_id, OwnerKind::KuryrPort.as_str(), &pod_uid),
                     )
                     .await?;
                 }
                 actions.push(Action {
                     object: object.clone(),
-                    action: format!("tag port {PORT_KIND}/{pod_uid}"),
+                    action: format!("tag port {}/{pod_uid}", OwnerKind::KuryrPort),
                     cloud_id: port.id.clone(),
                     done: a.apply,
                 });
@@ -162,10 +158,14 @@ async fn kuryrnetworks(
     client: &kube::Client,
     actions: &mut Vec<Action>,
 ) -> anyhow::Result<()> {
-    let api: Api<KuryrNetwork> = kuryr_controller::runtime::scoped(client, a.namespace.as_deref());
+    let api: Api<KuryrNetwork> = scoped(client, a.namespace.as_deref());
     for kn in api.list(&ListParams::default()).await?.items {
         let object = format!("{}/{}", kn.namespace().unwrap_or_default(), kn.name_any());
-        let owner = Owner::new(&cli.cluster_id, NETWORK_KIND, kn.uid().unwrap_or_default());
+        let owner = Owner::new(
+            &cli.cluster_id,
+            OwnerKind::KuryrNetwork.as_str(),
+            kn.uid().unwrap_or_default(),
+        );
         let st = kn.status.clone().unwrap_or_default();
         if let Some(id) = &st.net_id {
             if let Ok(n) = networks::get(cloud, id).await {
@@ -208,7 +208,7 @@ async fn kuryrloadbalancers(
     client: &kube::Client,
     actions: &mut Vec<Action>,
 ) -> anyhow::Result<()> {
-    let api: Api<KuryrLoadBalancer> = kuryr_controller::runtime::scoped(client, a.namespace.as_deref());
+    let api: Api<KuryrLoadBalancer> = scoped(client, a.namespace.as_deref());
     for klb in api.list(&ListParams::default()).await?.items {
         let object = format!("{}/{}", klb.namespace().unwrap_or_default(), klb.name_any());
         let Some(lb_id) = klb
@@ -237,7 +237,7 @@ async fn kuryrloadbalancers(
         }
         if a.apply {
             let mut tags = lb.tags.clone();
-            tags.extend(Owner::new(&cli.cluster_id, SERVICE_KIND, &svc_uid).tags()?);
+            tags.extend(Owner::new(&cli.cluster_id, OwnerKind::Service.as_str(), &svc_uid).tags()?);
             let req = UpdateLoadBalancer {
                 tags: Some(tags),
                 ..UpdateLoadBalancer::default()

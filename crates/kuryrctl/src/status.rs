@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use kube::api::{Api, ListParams};
-use kuryr_api::{KuryrLoadBalancer, KuryrNetwork, KuryrNetworkPolicy, KuryrPort, ResourceExt};
-use kuryr_controller::runtime::scoped as api;
+use kuryr_api::{scoped as api, KuryrLoadBalancer, KuryrNetwork, KuryrNetworkPolicy, KuryrPort, ResourceExt};
 use kuryr_openstack::neutron::{networks, ports, security_groups, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::{Cloud, Owner};

@@ -137,16 +137,20 @@ impl T {
         )
     }
 
-    /// Polls `path` until `pred` holds (max ~5 s).
+    /// Polls `path` every 10 ms until `pred` holds; panics with the last answer after 20 s.
     pub async fn wait_for(&self, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..500 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
             let (_, v) = self.get(path).await;
             if pred(&v) {
                 return v;
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out (20 s) waiting on {path}; last answer: {v}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        panic!("timed out waiting on {path}");
     }
 }
 

@@ -2,13 +2,11 @@
 //! port is deleted (Neutron refuses otherwise), a subnet's router interface is removed before the subnet.
 //! A 404 anywhere counts as done.
 
-use kuryr_core::gc::CloudResource;
 use kuryr_openstack::neutron::routers::{self, Interface};
 use kuryr_openstack::neutron::{floating_ips, networks, ports, security_groups, subnets, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers;
+use kuryr_openstack::tagged::{TaggedObject, TaggedResource};
 use kuryr_openstack::Cloud;
-
-use super::inventory::Listed;
 
 /// `device_owner` of a trunk subport.
 const SUBPORT_OWNER: &str = "trunk:subport";
@@ -21,19 +19,19 @@ fn gone_ok(r: kuryr_openstack::Result<()>) -> kuryr_openstack::Result<()> {
     }
 }
 
-pub async fn delete(cloud: &Cloud, l: &Listed) -> kuryr_openstack::Result<()> {
-    let id = l.obj.id.as_str();
-    match l.obj.resource {
-        CloudResource::LoadBalancer => gone_ok(loadbalancers::delete(cloud, id, true).await),
-        CloudResource::FloatingIp => gone_ok(floating_ips::delete(cloud, id).await),
-        CloudResource::Port => {
+pub async fn delete(cloud: &Cloud, l: &TaggedObject) -> kuryr_openstack::Result<()> {
+    let id = l.id.as_str();
+    match l.resource {
+        TaggedResource::LoadBalancer => gone_ok(loadbalancers::delete(cloud, id, true).await),
+        TaggedResource::FloatingIp => gone_ok(floating_ips::delete(cloud, id).await),
+        TaggedResource::Port => {
             if l.device_owner == SUBPORT_OWNER {
                 detach(cloud, id).await?;
             }
             gone_ok(ports::delete(cloud, id).await)
         }
-        CloudResource::SecurityGroup => gone_ok(security_groups::delete(cloud, id).await),
-        CloudResource::Subnet => {
+        TaggedResource::SecurityGroup => gone_ok(security_groups::delete(cloud, id).await),
+        TaggedResource::Subnet => {
             let filter = Filter::new()
                 .eq("device_owner", ROUTER_INTERFACE)
                 .fixed_ip_subnet(id);
@@ -44,7 +42,7 @@ pub async fn delete(cloud: &Cloud, l: &Listed) -> kuryr_openstack::Result<()> {
             }
             gone_ok(subnets::delete(cloud, id).await)
         }
-        CloudResource::Network => gone_ok(networks::delete(cloud, id).await),
+        TaggedResource::Network => gone_ok(networks::delete(cloud, id).await),
     }
 }
 

@@ -1,21 +1,22 @@
 //! The garbage collector: a periodic sweep of everything tagged with our cluster id (ports incl. trunk
 //! subports, security groups, networks, subnets, load balancers, floating IPs), deleting what no live
-//! Kubernetes object owns. Decisions (two sightings, grace period, deletion order) are
-//! `kuryr_core::gc`'s; this module lists, deletes and counts. `kuryrctl gc --dry-run` runs [`plan`].
+//! Kubernetes object owns. The cloud listing is `kuryr_openstack::tagged`'s, the live owners
+//! `kuryr_api::owners`', the decisions (two sightings, grace period, deletion order) `kuryr_core::gc`'s;
+//! this module deletes and counts. `kuryrctl gc --dry-run` puts the same pieces together for one look.
 
 pub mod delete;
-pub mod inventory;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use kuryr_core::gc::{dry_run, GcBook, Verdict};
+use kuryr_api::owners::live_uids;
+use kuryr_core::gc::{GcBook, ReportLine, Tagged, Verdict};
+use kuryr_openstack::tagged::{self, TaggedObject, TaggedResource};
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
 
-pub use inventory::{cloud_inventory, live_uids, Inventory, Listed, ReportLine};
-
-use crate::errors::Result;
+use crate::errors::{Error, Result};
 use crate::metrics::Metrics;
 
 /// Sweep interval and grace period.
@@ -51,7 +52,7 @@ pub struct Collector {
     client: kube::Client,
     cluster_id: String,
     project_id: Option<String>,
-    book: GcBook,
+    book: GcBook<TaggedResource>,
     metrics: Metrics,
 }
 
@@ -77,20 +78,26 @@ impl Collector {
     /// One sweep: the cloud is listed before the owners, so an object created during the sweep has its
     /// owner in the owner list (or is merely suspected, never collected on this sighting).
     pub async fn sweep(&mut self) -> Result<SweepReport> {
-        let inv = cloud_inventory(&self.cloud, &self.cluster_id, self.project_id.as_deref()).await?;
-        let live = live_uids(&self.client).await?;
-        self.metrics.gc_swept(&inv.lb_states());
-        let verdicts = self.book.sweep(Instant::now(), &inv.tagged(), &live);
+        let listed = tagged::list(&self.cloud, &self.cluster_id, self.project_id.as_deref()).await?;
+        let live = live_uids(&self.client)
+            .await
+            .map_err(Error::kube("list owners"))?;
+        self.metrics.gc_swept(&lb_states(&listed));
+        let objects: Vec<_> = listed.iter().map(decidable).collect();
+        let verdicts = self.book.sweep(Instant::now(), &objects, &live);
         let mut report = SweepReport::default();
         for (obj, verdict) in &verdicts {
             report.lines.push(ReportLine::new(obj, *verdict));
             if *verdict != Verdict::Collect {
                 continue;
             }
-            let Some(listed) = inv.get(obj.resource, &obj.id) else {
+            let Some(found) = listed
+                .iter()
+                .find(|l| l.resource == obj.resource && l.id == obj.id)
+            else {
                 continue;
             };
-            match delete::delete(&self.cloud, listed).await {
+            match delete::delete(&self.cloud, found).await {
                 Ok(()) => {
                     info!(resource = obj.resource.label(), id = %obj.id, owner_kind = %obj.owner_kind,
                         owner_uid = %obj.owner_uid, "collected orphan");
@@ -140,19 +147,19 @@ impl Collector {
     }
 }
 
-/// What the collector would do, from one look (`kuryrctl gc --dry-run`): orphans older than `grace` are
-/// `collect` (deleted once a running collector confirms them), younger ones `suspect`.
-pub async fn plan(
-    cloud: &Cloud,
-    client: &kube::Client,
-    cluster_id: &str,
-    project_id: Option<&str>,
-    grace: Duration,
-) -> Result<Vec<ReportLine>> {
-    let inv = cloud_inventory(cloud, cluster_id, project_id).await?;
-    let live = live_uids(client).await?;
-    Ok(dry_run(&inv.tagged(), &live, grace)
+/// What the collector decides on: the object and the owner its tags name.
+fn decidable(o: &TaggedObject) -> Tagged<TaggedResource> {
+    Tagged::new(o.resource, &o.id, &o.name, &o.owner.kind, &o.owner.uid, o.age)
+}
+
+/// Load balancers by provisioning status.
+fn lb_states(listed: &[TaggedObject]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for l in listed
         .iter()
-        .map(|(o, v)| ReportLine::new(o, *v))
-        .collect())
+        .filter(|l| l.resource == TaggedResource::LoadBalancer)
+    {
+        *out.entry(l.provisioning_status.clone()).or_insert(0) += 1;
+    }
+    out
 }

@@ -112,7 +112,7 @@ async fn create(ctx: &LbContext, owner: &Owner, address: Option<&str>) -> Result
         .config
         .external_network_id
         .clone()
-        .ok_or_else(|| Error::Unsupported("type=LoadBalancer without --external-network".into()))?;
+        .ok_or_else(|| Error::Config("type=LoadBalancer without --external-network".into()))?;
     let req = CreateFloatingIp {
         floating_network_id: net,
         floating_ip_address: address.map(str::to_owned),

@@ -3,28 +3,25 @@
 //! reconcile instead of leaving a second network behind.
 
 use kuryr_api::KuryrNetworkStatus;
+use kuryr_core::neutron::SUBPORT_DEVICE_OWNER;
+use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::networks::{self, CreateNetwork, Network};
 use kuryr_openstack::neutron::routers::{self, Interface};
 use kuryr_openstack::neutron::subnetpools::{self, CreateSubnetPool};
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet, Subnet};
-use kuryr_openstack::neutron::{ports, trunks, Filter};
+use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::Owner;
 use tracing::info;
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::ports::nested_vlan;
 
-/// Ownership tags' kind of namespace networks and subnets (uid: the KuryrNetwork's).
-pub const OWNER_KIND: &str = "KuryrNetwork";
-/// Kind and uid of the subnet pool this cluster creates when none is configured.
-pub const POOL_KIND: &str = "SubnetPool";
+/// Uid of the subnet pool this cluster creates when none is configured.
 pub const POOL_UID: &str = "namespaces";
 const ROUTER_INTERFACE: &str = "network:router_interface";
-const SUBPORT_OWNER: &str = "trunk:subport";
 
 pub fn owner(ctx: &Context, kn_uid: &str) -> Owner {
-    Owner::new(&ctx.config.cluster_id, OWNER_KIND, kn_uid)
+    Owner::new(&ctx.config.cluster_id, OwnerKind::KuryrNetwork.as_str(), kn_uid)
 }
 
 /// What exists for one namespace.
@@ -54,7 +51,7 @@ pub async fn subnet_pool(ctx: &Context) -> Result<String> {
         .networks
         .pool
         .get_or_try_init(|| async {
-            let owner = Owner::new(&ctx.config.cluster_id, POOL_KIND, POOL_UID);
+            let owner = Owner::new(&ctx.config.cluster_id, OwnerKind::SubnetPool.as_str(), POOL_UID);
             let found = subnetpools::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
             if let Some(p) = found.into_iter().next() {
                 return Ok::<_, Error>(p.id);
@@ -88,7 +85,7 @@ pub async fn router(ctx: &Context) -> Result<String> {
                 .fixed_ip_subnet(&ctx.config.pod_subnet_id);
             let found = ports::list(&ctx.cloud, f).await?;
             found.into_iter().next().map(|p| p.device_id).ok_or_else(|| {
-                Error::Unsupported(format!(
+                Error::Config(format!(
                     "namespace networks without --namespace-router: pod subnet {} has no router",
                     ctx.config.pod_subnet_id
                 ))
@@ -176,18 +173,10 @@ pub async fn delete(ctx: &Context, kn_uid: &str, busy: &(dyn Fn(&str) -> bool + 
             } else if p.device_owner.starts_with("network:") {
                 // DHCP / OVN metadata ports: Neutron deletes them with the network.
             } else if ours && !busy(&p.id) {
-                if p.device_owner == SUBPORT_OWNER {
-                    // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
-                    let trunk = if p.device_id.is_empty() {
-                        let all = trunks::list(&ctx.cloud, Filter::new()).await?;
-                        all.into_iter()
-                            .find(|t| t.sub_ports.iter().any(|s| s.port_id == p.id))
-                            .map(|t| t.id)
-                    } else {
-                        Some(p.device_id.clone())
-                    };
-                    if let Some(trunk) = trunk {
-                        nested_vlan::detach(ctx, &trunk, &p.id).await?;
+                if p.device_owner == SUBPORT_DEVICE_OWNER {
+                    match p.device_id.as_str() {
+                        "" => ctx.trunks.detach_anywhere(&ctx.cloud, &[&p.id]).await?,
+                        trunk => ctx.trunks.detach(&ctx.cloud, trunk, &p.id).await?,
                     }
                 }
                 ports::delete(&ctx.cloud, &p.id).await?;

@@ -15,10 +15,11 @@ pub mod selector;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kuryr_core::neutron::Subnet;
 
-use crate::context::lock;
+use crate::toolkit::lock;
 
 /// Where pods take their IP from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,12 +59,17 @@ impl Default for NetworksConfig {
     }
 }
 
-/// In-memory state: subnets known per namespace, and one lock per namespace so that the pod path and the
-/// KuryrNetwork controller never create a namespace's network twice.
+/// In-memory state: the default pod subnet, subnets known per namespace (published by the KuryrNetwork
+/// controller, waited for by pods), and one lock per namespace for the KuryrNetwork controller's create and
+/// delete of its network.
 #[derive(Default)]
 pub struct State {
+    /// `Config::pod_subnet_id` with its network's MTU, read once.
+    default_subnet: tokio::sync::OnceCell<Subnet>,
     subnets: Mutex<HashMap<String, Subnet>>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Woken at each `remember`.
+    published: tokio::sync::Notify,
     pool: tokio::sync::OnceCell<String>,
     router: tokio::sync::OnceCell<String>,
 }
@@ -73,8 +79,25 @@ impl State {
         lock(&self.subnets).get(namespace).cloned()
     }
 
+    /// The namespace's network exists: pods waiting for it go on.
     pub fn remember(&self, namespace: &str, subnet: Subnet) {
         lock(&self.subnets).insert(namespace.to_owned(), subnet);
+        self.published.notify_waiters();
+    }
+
+    /// The namespace's subnet once the KuryrNetwork controller has made it; `None` after `timeout`.
+    pub async fn wait_subnet(&self, namespace: &str, timeout: Duration) -> Option<Subnet> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            // Registered before the look, so a `remember` in between is not missed.
+            let published = self.published.notified();
+            tokio::pin!(published);
+            published.as_mut().enable();
+            if let Some(s) = self.subnet(namespace) {
+                return Some(s);
+            }
+            tokio::time::timeout_at(deadline, published).await.ok()?;
+        }
     }
 
     pub fn forget(&self, namespace: &str) {

@@ -21,13 +21,20 @@ use tracing::{info, instrument, warn};
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::networks::driver::{self, NamespaceNetwork};
+use crate::toolkit::{Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "kuryrnetwork";
+
+impl Reconciled for KuryrNetwork {
+    const CONTROLLER: &'static str = CONTROLLER;
+}
+
+impl Reconciled for Namespace {
+    const CONTROLLER: &'static str = "namespace";
+}
 const STATUS_MANAGER: &str = "kuryr-controller-status";
 const SPEC_MANAGER: &str = "kuryr-controller";
 const RESYNC: Duration = Duration::from_secs(600);
-/// Re-check of a namespace whose ports are still draining.
-const DRAIN_POLL: Duration = Duration::from_secs(2);
 
 #[instrument(skip(kn, ctx), fields(namespace = kn.namespace()))]
 pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Action> {
@@ -38,7 +45,7 @@ pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &ns);
-    let uid = kn.metadata.uid.clone().unwrap_or_default();
+    let uid = Uid::of(kn.as_ref());
     let result = finalizer(&api, finalizers::KURYRNETWORK, kn.clone(), |event| async {
         match event {
             Finalizer::Apply(kn) => apply(&kn, &ctx).await,
@@ -48,7 +55,7 @@ pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Actio
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     match &result {
-        Ok(_) => ctx.succeeded(&uid),
+        Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kn, &ctx, e).await,
     }
     result
@@ -67,6 +74,8 @@ async fn apply(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
     if want != st || !kuryr_api::conditions::is_condition_true(&st.conditions, READY) {
         write_ready(ctx, kn, &made).await?;
     }
+    ctx.networks
+        .remember(&ns, crate::convert::subnet(&made.subnet, &made.network));
     Ok(Action::requeue(RESYNC))
 }
 
@@ -83,7 +92,8 @@ async fn cleanup(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
         .iter()
         .filter(|kp| kp.namespace().as_deref() == Some(ns.as_str()))
         .flat_map(|kp| {
-            ctx.status_of(kp)
+            ctx.book
+                .status_of(kp)
                 .vifs
                 .values()
                 .map(|v| v.vif.port_id.clone())
@@ -105,7 +115,7 @@ async fn cleanup(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
 }
 
 /// Whole status by server-side apply (as for KuryrPorts): `Ready=True` with the network's ids.
-pub async fn write_ready(ctx: &Context, kn: &KuryrNetwork, made: &NamespaceNetwork) -> Result<()> {
+async fn write_ready(ctx: &Context, kn: &KuryrNetwork, made: &NamespaceNetwork) -> Result<()> {
     let mut st = kn.status.clone().unwrap_or_default();
     made.fill(&mut st);
     st.ns_labels = Some(kn.spec.ns_labels.clone());
@@ -149,9 +159,7 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
         .map_err(Error::kube("get_kuryrnetwork"))?
     {
         if kn.metadata.deletion_timestamp.is_some() {
-            return Err(Error::Unsupported(format!(
-                "a pod in namespace {namespace}, whose network is being deleted"
-            )));
+            return Err(Error::NamespaceDeleting(namespace.to_owned()));
         }
         return Ok(kn);
     }
@@ -190,24 +198,29 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
 /// Namespace front end: eager mode creates the KuryrNetwork; labels are copied into an existing one.
 #[instrument(skip(ns, ctx), fields(namespace = ns.name_any()))]
 pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.metrics.reconciled(<Namespace as Reconciled>::CONTROLLER);
     if ns.metadata.deletion_timestamp.is_some() {
-        ctx.news(ns.metadata.uid.as_deref().unwrap_or_default(), Vec::new());
+        ctx.ledger.forget(&Uid::of(ns.as_ref()));
         return Ok(Action::await_change());
     }
     let name = ns.name_any();
     // Upstream's project annotation is not honoured: say so once.
     let refused = kuryr_core::annotations::refused(ns.metadata.annotations.as_ref());
     let messages = refused.iter().map(|p| p.message.clone()).collect();
-    if ctx.news(ns.metadata.uid.as_deref().unwrap_or_default(), messages) {
+    if ctx
+        .ledger
+        .news(&Uid::of(ns.as_ref()), Topic::Annotations, messages)
+    {
         for p in kuryr_core::lb::Problem::by_reason(&refused) {
-            ctx.event(
-                &ns.object_ref(&()),
-                EventType::Warning,
-                p.reason,
-                "ReadNamespace",
-                p.message,
-            )
-            .await;
+            ctx.events
+                .publish(
+                    &ns.object_ref(&()),
+                    EventType::Warning,
+                    p.reason,
+                    "ReadNamespace",
+                    p.message,
+                )
+                .await;
         }
     }
     let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &name);
@@ -240,18 +253,12 @@ pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> 
 }
 
 async fn report(kn: &KuryrNetwork, ctx: &Context, err: &Error) {
-    let (type_, reason) = match err {
-        Error::Finalizer(e)
-            if matches!(
-                &**e,
-                kube::runtime::finalizer::Error::CleanupFailed(Error::Draining(_))
-            ) =>
-        {
-            (EventType::Normal, "Draining")
-        }
+    let (type_, reason) = match err.cause() {
+        Some(Error::Draining(_)) => (EventType::Normal, "Draining"),
         _ => (EventType::Warning, err.reason()),
     };
-    ctx.event(&kn.object_ref(&()), type_, reason, "Reconcile", err.to_string())
+    ctx.events
+        .publish(&kn.object_ref(&()), type_, reason, "Reconcile", err.to_string())
         .await;
     if kn.metadata.deletion_timestamp.is_some() {
         return;
@@ -267,28 +274,4 @@ async fn report(kn: &KuryrNetwork, ctx: &Context, err: &Error) {
             "cannot record the failure in the status"
         );
     }
-}
-
-pub fn error_policy(kn: Arc<KuryrNetwork>, err: &Error, ctx: Arc<Context>) -> Action {
-    let draining = matches!(err, Error::Finalizer(e)
-        if matches!(&**e, kube::runtime::finalizer::Error::CleanupFailed(Error::Draining(_))));
-    ctx.metrics.failed(CONTROLLER, err.metric_label());
-    if draining {
-        return Action::requeue(DRAIN_POLL);
-    }
-    let delay = ctx.failed(kn.metadata.uid.as_deref().unwrap_or_default(), err.is_permanent());
-    warn!(
-        namespace = kn.namespace(),
-        error = err as &dyn std::error::Error,
-        retry_in = ?delay,
-        "KuryrNetwork reconcile failed"
-    );
-    Action::requeue(delay)
-}
-
-pub fn namespace_error_policy(ns: Arc<Namespace>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed("namespace", err.metric_label());
-    let delay = ctx.failed(ns.metadata.uid.as_deref().unwrap_or_default(), err.is_permanent());
-    warn!(namespace = ns.name_any(), error = err as &dyn std::error::Error, retry_in = ?delay, "Namespace reconcile failed");
-    Action::requeue(delay)
 }

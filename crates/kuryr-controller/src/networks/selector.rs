@@ -1,6 +1,9 @@
-//! The subnet a pod's port goes on: the default pod subnet, or (namespace mode) the namespace's, whose
-//! network is created right now if the first pod needs it before the KuryrNetwork controller made it.
+//! The subnet a pod's port goes on: the default pod subnet, or (namespace mode) the namespace's, which the
+//! KuryrNetwork controller makes (the first pod of a namespace asks for it and waits).
 
+use std::time::Duration;
+
+use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_core::neutron::Subnet;
 use kuryr_core::vif::PodFacts;
 use kuryr_core::{NamespaceSubnets, SubnetSelector};
@@ -8,14 +11,13 @@ use kuryr_openstack::neutron::{networks, subnets};
 
 use crate::context::Context;
 use crate::convert;
-use crate::errors::Result;
-use crate::networks::{driver, reconcile, SubnetMode};
-use crate::ports::parent;
+use crate::errors::{Error, Result};
+use crate::networks::{reconcile, SubnetMode};
 
 /// The subnet for `pod`'s port, per the configured [`SubnetMode`].
 pub async fn pod_subnet(ctx: &Context, pod: &PodFacts) -> Result<Subnet> {
     match ctx.config.networks.mode {
-        SubnetMode::Default => parent::pod_subnet(ctx).await,
+        SubnetMode::Default => default_subnet(ctx).await,
         SubnetMode::Namespace => {
             let subnet = namespace_subnet(ctx, &pod.namespace).await?;
             let sel = NamespaceSubnets {
@@ -26,34 +28,49 @@ pub async fn pod_subnet(ctx: &Context, pod: &PodFacts) -> Result<Subnet> {
     }
 }
 
-/// The namespace's subnet (with its network's MTU): cached, else from the KuryrNetwork status, else made
-/// now (KuryrNetwork created if missing, Neutron objects found by tags or created, status written).
+/// The configured pod subnet with its network's MTU, read once.
+pub async fn default_subnet(ctx: &Context) -> Result<Subnet> {
+    let s = ctx
+        .networks
+        .default_subnet
+        .get_or_try_init(|| async {
+            let s = subnets::get(&ctx.cloud, &ctx.config.pod_subnet_id).await?;
+            let n = networks::get(&ctx.cloud, &s.network_id).await?;
+            Ok::<_, Error>(convert::subnet(&s, &n))
+        })
+        .await?;
+    Ok(s.clone())
+}
+
+/// How long a pod waits for the KuryrNetwork controller to make its namespace's network before its
+/// reconcile fails (and is retried).
+const NETWORK_WAIT: Duration = Duration::from_secs(30);
+
+/// The namespace's subnet (with its network's MTU): cached, else from a Ready KuryrNetwork's status, else
+/// asked of the KuryrNetwork controller (the KuryrNetwork is created if missing, as the Namespace front end
+/// does in eager mode) and waited for: only that controller makes Neutron networks and writes their status.
 pub async fn namespace_subnet(ctx: &Context, namespace: &str) -> Result<Subnet> {
     if let Some(s) = ctx.networks.subnet(namespace) {
         return Ok(s);
     }
-    let lock = ctx.networks.lock_for(namespace);
-    let _held = lock.lock().await;
-    if let Some(s) = ctx.networks.subnet(namespace) {
-        return Ok(s);
-    }
     let kn = reconcile::get_or_create(ctx, namespace).await?;
-    let st = kn.status.clone().unwrap_or_default();
-    let subnet = match (&st.subnet_id, &st.net_id) {
-        (Some(sid), Some(nid)) => {
+    if let Some(st) = kn
+        .status
+        .as_ref()
+        .filter(|st| is_condition_true(&st.conditions, READY))
+    {
+        if let (Some(sid), Some(nid)) = (&st.subnet_id, &st.net_id) {
             let (s, n) = (
                 subnets::get(&ctx.cloud, sid).await?,
                 networks::get(&ctx.cloud, nid).await?,
             );
-            convert::subnet(&s, &n)
+            let subnet = convert::subnet(&s, &n);
+            ctx.networks.remember(namespace, subnet.clone());
+            return Ok(subnet);
         }
-        _ => {
-            let uid = kn.metadata.uid.clone().unwrap_or_default();
-            let made = driver::ensure(ctx, namespace, &uid).await?;
-            reconcile::write_ready(ctx, &kn, &made).await?;
-            convert::subnet(&made.subnet, &made.network)
-        }
-    };
-    ctx.networks.remember(namespace, subnet.clone());
-    Ok(subnet)
+    }
+    ctx.networks
+        .wait_subnet(namespace, NETWORK_WAIT)
+        .await
+        .ok_or_else(|| Error::NetworkNotReady(namespace.to_owned()))
 }

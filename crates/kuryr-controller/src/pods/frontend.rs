@@ -8,16 +8,21 @@ use std::time::Duration;
 use kube::api::Preconditions;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kuryr_api::{Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
+use kuryr_api::{finalizers, Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
 use kuryr_core::lb::Problem;
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
 use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::pods::finalizer;
+use crate::toolkit::finalizer::{self, MANAGER};
+use crate::toolkit::{Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "pod";
+
+impl Reconciled for Pod {
+    const CONTROLLER: &'static str = CONTROLLER;
+}
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
 /// before it reached this controller's trigger (or the other way round).
 const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
@@ -31,6 +36,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = pod.name_any();
+    let uid = Uid::of(pod.as_ref());
     if !crate::scope::selected(&ctx, &ns).await? {
         // Another controller's namespace: its pods are neither wired nor released here.
         return Ok(Action::requeue(RESYNC));
@@ -43,20 +49,20 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
         tell_refused(&pod, &ctx).await;
     }
 
-    if actions.finalizer == FinalizerChange::Add && !finalizer::add(&pods, &pod).await? {
+    if actions.finalizer == FinalizerChange::Add && !finalizer::add(&pods, &pod, finalizers::POD).await? {
         debug!("finalizer list changed under the cached pod; looking again");
         return Ok(Action::requeue(STALE_CACHE));
     }
     match actions.kuryrport {
         KuryrPortChange::Create => {
-            ctx.first_seen(pod.metadata.uid.as_deref().unwrap_or_default());
+            ctx.book.first_seen(&uid);
             create_kuryrport(&kps, &pod, &ctx).await?
         }
         KuryrPortChange::Delete => {
             if let Some(kp) = &kp {
                 delete_kuryrport(&kps, kp).await?;
             }
-            ctx.succeeded(pod.metadata.uid.as_deref().unwrap_or_default());
+            ctx.ledger.succeeded(&uid);
             return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
         }
         KuryrPortChange::None => {}
@@ -72,12 +78,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
                 return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
             }
             None => {
-                finalizer::remove(&pods, &pod).await?;
+                finalizer::remove(&pods, &pod, finalizers::POD).await?;
                 info!("KuryrPort gone, pod finalizer removed");
             }
         }
     }
-    ctx.succeeded(pod.metadata.uid.as_deref().unwrap_or_default());
+    ctx.ledger.succeeded(&uid);
     if kp
         .as_ref()
         .is_some_and(|kp| kp.metadata.deletion_timestamp.is_some())
@@ -92,19 +98,20 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
 async fn tell_refused(pod: &Pod, ctx: &Context) {
     let refused = kuryr_core::annotations::refused(pod.metadata.annotations.as_ref());
     let messages = refused.iter().map(|p| p.message.clone()).collect();
-    if !ctx.news(pod.metadata.uid.as_deref().unwrap_or_default(), messages) {
+    if !ctx.ledger.news(&Uid::of(pod), Topic::Annotations, messages) {
         return;
     }
     for p in Problem::by_reason(&refused) {
         warn!(reason = p.reason, "{}", p.message);
-        ctx.event(
-            &pod.object_ref(&()),
-            EventType::Warning,
-            p.reason,
-            "ReadPod",
-            p.message,
-        )
-        .await;
+        ctx.events
+            .publish(
+                &pod.object_ref(&()),
+                EventType::Warning,
+                p.reason,
+                "ReadPod",
+                p.message,
+            )
+            .await;
     }
 }
 
@@ -113,7 +120,7 @@ async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Res
         return Ok(());
     };
     let pp = PostParams {
-        field_manager: Some(finalizer::MANAGER.into()),
+        field_manager: Some(MANAGER.into()),
         ..PostParams::default()
     };
     match kps.create(&pp, &desired).await {
@@ -125,14 +132,15 @@ async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Res
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => {
             let err = Error::kube("create_kuryrport")(e);
-            ctx.event(
-                &pod.object_ref(&()),
-                EventType::Warning,
-                err.reason(),
-                "CreateKuryrPort",
-                err.to_string(),
-            )
-            .await;
+            ctx.events
+                .publish(
+                    &pod.object_ref(&()),
+                    EventType::Warning,
+                    err.reason(),
+                    "CreateKuryrPort",
+                    err.to_string(),
+                )
+                .await;
             Err(err)
         }
     }
@@ -152,20 +160,4 @@ async fn delete_kuryrport(kps: &Api<KuryrPort>, kp: &KuryrPort) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(Error::kube("delete_kuryrport")(e)),
     }
-}
-
-pub fn error_policy(pod: Arc<Pod>, err: &Error, ctx: Arc<Context>) -> Action {
-    let delay = ctx.failed(
-        pod.metadata.uid.as_deref().unwrap_or_default(),
-        err.is_permanent(),
-    );
-    warn!(
-        namespace = pod.namespace(),
-        name = pod.name_any(),
-        error = err as &dyn std::error::Error,
-        retry_in = ?delay,
-        "pod reconcile failed"
-    );
-    ctx.metrics.failed(CONTROLLER, err.metric_label());
-    Action::requeue(delay)
 }

@@ -1,4 +1,3 @@
 //! The Pod front end.
 
-pub mod finalizer;
 pub mod frontend;

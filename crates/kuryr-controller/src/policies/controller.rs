@@ -11,19 +11,20 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, ResourceExt, Service};
+use kuryr_api::{scoped, KuryrPort, Namespace, NetworkPolicy, Pod, ResourceExt, Service};
 use kuryr_core::policy::{
     compile, diff, CompileOptions, CompiledPolicy, DiffOptions, Narrowing, PolicyError,
 };
 use tokio::sync::Notify;
 use tracing::{info, info_span, warn, Instrument};
 
-use crate::context::{retry_delay, Context};
+use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::policies::inputs::{build, Inputs, Objects};
 use crate::policies::neutron::{execute, observe, Applied, Target};
 use crate::policies::status::{policy_status, publish, Verdict};
 use crate::scope;
+use kuryr_core::backoff::retry_delay;
 
 pub const CONTROLLER: &str = "networkpolicy";
 /// Pause after a wake-up so that a burst of events (a Deployment scaling) makes one sync.
@@ -87,25 +88,25 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let watches = futures::future::join_all(vec![
         feed!(ns_api, ns_wc, w_ns, "namespace watch"),
         feed!(
-            scope::namespaced::<Pod>(&client, c),
+            scoped::<Pod>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_pods,
             "pod watch"
         ),
         feed!(
-            scope::namespaced::<KuryrPort>(&client, c),
+            scoped::<KuryrPort>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_kps,
             "kuryrport watch"
         ),
         feed!(
-            scope::namespaced::<NetworkPolicy>(&client, c),
+            scoped::<NetworkPolicy>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_nps,
             "networkpolicy watch"
         ),
         feed!(
-            scope::namespaced::<Service>(&client, c),
+            scoped::<Service>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_svcs,
             "service watch"

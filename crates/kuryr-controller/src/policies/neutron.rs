@@ -10,15 +10,13 @@ use kuryr_core::policy::{
     Cidr, CompiledPolicy, CurrentPort, CurrentRule, CurrentSg, CurrentState, Direction, Family, Plan, PodKey,
     Protocol, Rule,
 };
+use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::security_groups::{self, CreateRule, CreateSecurityGroup, SecurityGroupRule};
 use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::{tags, Cloud, Owner};
 use tracing::info;
 
 use crate::errors::{Error, Result};
-
-/// Ownership tags' kind of every SG the policy compiler makes (uid: the SG's name, unique per key).
-pub const SG_KIND: &str = "NetworkPolicySG";
 
 /// Who owns what: the cluster id and project the groups are made in.
 #[derive(Clone, Debug)]
@@ -30,7 +28,7 @@ pub struct Target<'a> {
 
 fn kind_filter(cluster_id: &str) -> Vec<String> {
     let mut f = Owner::cluster_filter(cluster_id);
-    f.push(format!("{}={SG_KIND}", tags::KIND));
+    f.push(format!("{}={}", tags::KIND, OwnerKind::NetworkPolicySg));
     f
 }
 
@@ -110,7 +108,7 @@ fn create_rule(sg_id: &str, rule: &Rule, ids: &BTreeMap<String, String>) -> Resu
 }
 
 fn unresolved(key: &str) -> Error {
-    Error::Unsupported(format!("security group {key} has no id (plan out of order)"))
+    Error::Unexpected(format!("security group {key} has no id (plan out of order)"))
 }
 
 /// The kuryr-owned SGs of the cluster and the SG lists of `pod_ports` (pod → port id).
@@ -194,7 +192,7 @@ pub async fn execute(t: &Target<'_>, desired: &CompiledPolicy, plan: &Plan) -> R
             project_id: Some(t.project_id.to_owned()),
             ..CreateSecurityGroup::default()
         };
-        let tags = Owner::new(t.cluster_id, SG_KIND, &g.name).tags()?;
+        let tags = Owner::new(t.cluster_id, OwnerKind::NetworkPolicySg.as_str(), &g.name).tags()?;
         let sg = security_groups::create(t.cloud, &req, &tags).await?;
         out.sg_ids.insert(g.key.clone(), sg.id.clone());
         created_rules.insert(g.key.clone(), sg.security_group_rules);

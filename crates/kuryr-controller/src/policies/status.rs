@@ -159,7 +159,8 @@ pub async fn publish(
     .map_err(Error::kube("patch_kuryrnetworkpolicy_status"))?;
     if last.map(|(_, v)| v) != Some(verdict) {
         if let Some((type_, reason, note)) = verdict.event() {
-            ctx.event(&np.object_ref(&()), type_, reason, "Enforce", note)
+            ctx.events
+                .publish(&np.object_ref(&()), type_, reason, "Enforce", note)
                 .await;
         }
     }

@@ -15,7 +15,7 @@ use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::pool::{self, Target};
-use crate::ports::{macvlan, nested_vlan, parent, podport};
+use crate::ports::{macvlan, nested_vlan, podport};
 
 /// The VIF type of a KuryrPort: its spec's, else the controller's.
 pub fn vif_type(ctx: &Context, kp: &KuryrPort) -> VifType {
@@ -49,7 +49,8 @@ pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -
     };
     match vif_type {
         VifType::NestedVlan => {
-            let parent = parent::parent_of(ctx, &node).await?;
+            let node_obj = ctx.node(&node).ok_or_else(|| Error::NodeNotFound(node.clone()))?;
+            let parent = ctx.trunks.parent_of(&ctx.cloud, &node_obj).await?;
             if !pooled {
                 return nested_vlan::allocate(ctx, facts, &parent, &subnet).await;
             }
@@ -142,7 +143,7 @@ pub async fn release(ctx: &Context, vif: &Vif, node_name: &str) -> Result<()> {
                 info!(port = port_id, "port back in its pool");
             }
             ReleaseStep::RemoveSubport { trunk_id, port_id } => {
-                nested_vlan::detach(ctx, &trunk_id, &port_id).await?;
+                ctx.trunks.detach(&ctx.cloud, &trunk_id, &port_id).await?;
             }
             ReleaseStep::RemoveAddressPair { vm_port_id, ip } => {
                 macvlan::release(ctx, &vm_port_id, &vif.network_id, &ip).await?;

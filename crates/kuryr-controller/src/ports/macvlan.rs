@@ -25,10 +25,11 @@ use kuryr_openstack::neutron::ports::{self, AddressPair};
 use kuryr_openstack::neutron::Filter;
 use tracing::{info, warn};
 
-use crate::context::{lock, Context};
+use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::podport;
+use crate::toolkit::lock;
 
 /// Read-modify-write rounds of the VM port's pairs before giving up for this reconcile.
 const PAIR_TRIES: u32 = 5;
@@ -91,7 +92,9 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
     let port = podport::create(ctx, &driver, facts, subnet).await?;
     let Some(ip) = port.ip().map(str::to_owned) else {
         podport::delete_quietly(ctx, &port.id).await;
-        return Err(Error::MissingField("fixed IP of the pod port"));
+        return Err(Error::Unexpected(
+            "the pod port was created without a fixed IP".into(),
+        ));
     };
     let (mac, vm) = match pair(ctx, &vm_port_id, &port.network_id, &ip).await {
         Ok(done) => done,
@@ -136,7 +139,7 @@ async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Re
             let mut books = lock(&ctx.macvlan.macs);
             let book = books
                 .get_mut(network_id)
-                .ok_or(Error::MissingField("VRRP MAC book"))?;
+                .ok_or_else(|| Error::Unexpected("VRRP MAC book of the network not built".into()))?;
             book.allocate(ip)?
         };
         let Some(update) = add_pair(&vm, ip, &mac) else {

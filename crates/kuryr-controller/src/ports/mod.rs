@@ -1,10 +1,13 @@
-//! The KuryrPort controller.
+//! The KuryrPort side: which driver wires a pod ([`allocate`]), the node trunks and their VLANs ([`trunk`]),
+//! ports of one pod ([`podport`]), warm pools ([`pool`]), nested-macvlan ([`macvlan`]), what is kept per
+//! KuryrPort ([`book`]), the status ([`status`]) and the controller itself ([`reconcile`]).
 
 pub mod allocate;
+pub mod book;
 pub mod macvlan;
 pub mod nested_vlan;
-pub mod parent;
 pub mod podport;
 pub mod pool;
 pub mod reconcile;
 pub mod status;
+pub mod trunk;

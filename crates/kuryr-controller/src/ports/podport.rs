@@ -3,26 +3,20 @@
 
 use std::collections::BTreeSet;
 
-use kuryr_core::neutron::Subnet;
+use kuryr_core::neutron::{Subnet, SUBPORT_DEVICE_OWNER};
 use kuryr_core::vif::{PodFacts, PortOwner, PortParams};
-use kuryr_core::VifDriver;
+use kuryr_core::{OwnerKind, VifDriver};
 use kuryr_openstack::neutron::ports::{self, Port};
-use kuryr_openstack::neutron::{trunks, Filter};
+use kuryr_openstack::neutron::Filter;
 use kuryr_openstack::Owner;
 use tracing::warn;
 
 use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
-use crate::ports::nested_vlan;
-
-/// Ownership tags' kind for pod ports.
-pub const OWNER_KIND: &str = "KuryrPort";
-/// `device_owner` Neutron gives a port once it is a trunk subport.
-pub use kuryr_core::neutron::SUBPORT_DEVICE_OWNER as SUBPORT_OWNER;
 
 pub fn owner(ctx: &Context, pod_uid: &str) -> Owner {
-    Owner::new(&ctx.config.cluster_id, OWNER_KIND, pod_uid)
+    Owner::new(&ctx.config.cluster_id, OwnerKind::KuryrPort.as_str(), pod_uid)
 }
 
 /// Creates the pod's port as `driver` asks for it. A bulk create of one: Neutron takes tags in a bulk body
@@ -44,7 +38,7 @@ pub async fn create(
     ports::bulk_create(&ctx.cloud, &[convert::create_port(&req)])
         .await?
         .pop()
-        .ok_or(Error::MissingField("port in the bulk create answer"))
+        .ok_or_else(|| Error::Unexpected("bulk create answered without the port".into()))
 }
 
 /// Best-effort delete (rollbacks): errors are logged; the cleanup's tag scan catches what is left.
@@ -97,28 +91,17 @@ async fn delete_tagged_except(
     left.retain(|p| Some(p.id.as_str()) != keep);
     let subports: Vec<&str> = left
         .iter()
-        .filter(|p| p.device_owner == SUBPORT_OWNER)
+        .filter(|p| p.device_owner == SUBPORT_DEVICE_OWNER)
         .map(|p| p.id.as_str())
         .collect();
     match trunk {
         Some(trunk) => {
             for id in subports {
-                nested_vlan::detach(ctx, trunk, id).await?;
+                ctx.trunks.detach(&ctx.cloud, trunk, id).await?;
             }
         }
         // ML2/OVN leaves a subport's device_id empty: find its trunk by listing.
-        None if !subports.is_empty() => {
-            for trunk in trunks::list(&ctx.cloud, Filter::new()).await? {
-                for s in trunk
-                    .sub_ports
-                    .iter()
-                    .filter(|s| subports.contains(&s.port_id.as_str()))
-                {
-                    nested_vlan::detach(ctx, &trunk.id, &s.port_id).await?;
-                }
-            }
-        }
-        None => {}
+        None => ctx.trunks.detach_anywhere(&ctx.cloud, &subports).await?,
     }
     for port in &left {
         ports::delete(&ctx.cloud, &port.id).await?;

@@ -14,28 +14,25 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use kuryr_api::Vif;
-use kuryr_core::neutron::{NeutronPort, Subnet};
+use kuryr_core::neutron::{NeutronPort, Subnet, SUBPORT_DEVICE_OWNER};
 use kuryr_core::pool::{rebuild, PoolKey, PoolParent, Taken};
 use kuryr_core::pool_sizing::batches;
 use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
-use kuryr_core::{Pools, VifDriver};
+use kuryr_core::{OwnerKind, Pools, VifDriver};
 use kuryr_openstack::neutron::{ports, security_groups, trunks, Filter};
 use kuryr_openstack::Owner;
 use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
-use crate::context::{lock, Context, Parent};
+use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
-use crate::ports::nested_vlan;
+use crate::ports::trunk::Parent;
+use crate::toolkit::lock;
 
-/// Ownership tags' kind for pool ports (their uid is the cluster id: a pool port belongs to no one object).
-pub const OWNER_KIND: &str = "pool";
 /// Rounds of "take, else refill" before a pod gives up for this reconcile (others may take what a refill
 /// made; the surge sizing makes more than one round rare).
 const ACQUIRE_ROUNDS: u32 = 4;
-/// `device_owner` of a trunk subport.
-use kuryr_core::neutron::SUBPORT_DEVICE_OWNER as SUBPORT_OWNER;
 
 /// What a pool's port is created for and attached to.
 #[derive(Clone, Debug)]
@@ -97,29 +94,32 @@ impl PoolState {
 }
 
 pub fn owner(ctx: &Context) -> Owner {
-    Owner::new(&ctx.config.cluster_id, OWNER_KIND, &ctx.config.cluster_id)
+    Owner::new(
+        &ctx.config.cluster_id,
+        OwnerKind::Pool.as_str(),
+        &ctx.config.cluster_id,
+    )
 }
 
 /// The SGs of a pod port unless its KuryrPort names others: `--pod-security-groups`, else the project's
 /// `default` group (looked up once, so a pool port's SGs compare equal to what a pod asks for).
 pub async fn default_sgs(ctx: &Context) -> Result<BTreeSet<String>> {
-    let sgs = ctx
-        .pools
-        .default_sgs
-        .get_or_try_init(|| async {
-            if !ctx.config.pod_security_groups.is_empty() {
-                return Ok::<_, Error>(ctx.config.pod_security_groups.iter().cloned().collect());
-            }
-            let found =
-                security_groups::list(&ctx.cloud, Filter::new().name("default").project(&ctx.project_id))
-                    .await?;
-            let sg = found
-                .into_iter()
-                .next()
-                .ok_or(Error::MissingField("the project's default security group"))?;
-            Ok(BTreeSet::from([sg.id]))
-        })
-        .await?;
+    let sgs =
+        ctx.pools
+            .default_sgs
+            .get_or_try_init(|| async {
+                if !ctx.config.pod_security_groups.is_empty() {
+                    return Ok::<_, Error>(ctx.config.pod_security_groups.iter().cloned().collect());
+                }
+                let found =
+                    security_groups::list(&ctx.cloud, Filter::new().name("default").project(&ctx.project_id))
+                        .await?;
+                let sg = found.into_iter().next().ok_or_else(|| {
+                    Error::CloudObjectMissing("the project's default security group".into())
+                })?;
+                Ok(BTreeSet::from([sg.id]))
+            })
+            .await?;
     Ok(sgs.clone())
 }
 
@@ -141,14 +141,14 @@ pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
             };
             let trunk_list: Vec<_> = trunk_list.iter().map(convert::trunk).collect();
             let neutron: Vec<NeutronPort> = tagged.iter().map(convert::port).collect();
-            let in_use = ctx.ports_in_use();
+            let in_use = ctx.book.ports_in_use(&ctx.kuryrports);
             let found = rebuild(&neutron, &trunk_list, &in_use, &owner.tags()?, &defaults);
             for t in trunk_list.iter().filter(|t| {
                 t.subports
                     .iter()
                     .any(|s| neutron.iter().any(|p| p.id == s.port_id))
             }) {
-                ctx.vlans_lock().for_trunk(t);
+                ctx.trunks.learn(t);
             }
             for p in neutron {
                 ctx.pools.remember(p);
@@ -268,8 +268,8 @@ async fn hand_out(
     ctx.pools.remember(port.clone());
     let attachment = match &target.parent {
         Some(parent) => {
-            let vlan = if port.device_owner == SUBPORT_OWNER {
-                nested_vlan::vlan_of(ctx, &parent.trunk_id, &id).await?
+            let vlan = if port.device_owner == SUBPORT_DEVICE_OWNER {
+                ctx.trunks.vlan_of(&ctx.cloud, &parent.trunk_id, &id).await?
             } else {
                 None
             };
@@ -400,16 +400,12 @@ async fn create_batch(
     defaults: &BTreeSet<String>,
 ) -> Result<u32> {
     match create_batch_once(ctx, driver, target, n, defaults).await {
-        Err(Error::OpenStack(e)) if n > 1 && (e.is_over_quota() || is_out_of_addresses(&e)) => {
+        Err(Error::OpenStack(e)) if n > 1 && (e.is_over_quota() || e.is_out_of_addresses()) => {
             warn!(batch = n, error = %e, "batch refused for want of addresses or quota; trying one port");
             create_batch_once(ctx, driver, target, 1, defaults).await
         }
         other => other,
     }
-}
-
-pub fn is_out_of_addresses(e: &kuryr_openstack::Error) -> bool {
-    e.api().is_some_and(|a| a.code == "IpAddressGenerationFailure")
 }
 
 async fn create_batch_once(
@@ -452,7 +448,11 @@ async fn create_batch_once(
     };
     let ids: Vec<String> = created.iter().map(|p| p.id.clone()).collect();
     if let Some(parent) = &target.parent {
-        if let Err(e) = nested_vlan::attach_many(ctx, &target.node_name, parent, &ids).await {
+        if let Err(e) = ctx
+            .trunks
+            .attach_many(&ctx.cloud, &target.node_name, parent, &ids)
+            .await
+        {
             for id in &ids {
                 if let Err(e) = ports::delete(&ctx.cloud, id).await {
                     warn!(
@@ -550,17 +550,12 @@ pub async fn maintain(ctx: &Arc<Context>, live: &BTreeSet<PoolParent>) -> Result
 /// Detaches (nested: one `remove_subports` for all) and deletes free ports taken out of a pool.
 async fn delete_free(ctx: &Context, key: &PoolKey, ids: &[String]) {
     if let PoolParent::Trunk(trunk_id) = &key.parent {
-        match trunks::remove_subports(&ctx.cloud, trunk_id, ids).await {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => warn!(
+        if let Err(e) = ctx.trunks.detach_many(&ctx.cloud, trunk_id, ids).await {
+            warn!(
                 trunk = trunk_id,
                 error = &e as &dyn std::error::Error,
                 "remove_subports failed"
-            ),
-        }
-        if let Some(a) = ctx.vlans_lock().get_mut(trunk_id) {
-            a.release_many(ids.iter().map(String::as_str));
+            );
         }
     }
     for id in ids {

@@ -1,6 +1,6 @@
 //! The KuryrPort controller: under `kuryr.openstack.org/kuryrport-finalizer`, `apply` allocates the pod's
 //! port and waits for it to go ACTIVE, `cleanup` gives it back. Failures become a Warning Event and a
-//! `Ready=False` condition, and are retried with backoff (see [`error_policy`]).
+//! `Ready=False` condition, and are retried with backoff (see [`crate::toolkit::error_policy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,15 +10,22 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, Vif, VifType};
+use kuryr_core::backoff::poll_delay;
 use kuryr_core::kuryrport::{facts, set_vif};
+use kuryr_core::neutron::PortStatus;
 use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
 use crate::ports::{allocate, podport, pool, status};
+use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrport";
+
+impl Reconciled for KuryrPort {
+    const CONTROLLER: &'static str = CONTROLLER;
+}
 /// Periodic re-check of a wired KuryrPort.
 const RESYNC: Duration = Duration::from_secs(600);
 /// How long a new port may take to go ACTIVE before the status is written without it (ML2/OVN subports:
@@ -35,7 +42,7 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
         return Ok(Action::requeue(RESYNC));
     }
     let api: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
-    let uid = kp.metadata.uid.clone().unwrap_or_default();
+    let uid = Uid::of(kp.as_ref());
     let result = finalizer(&api, finalizers::KURYRPORT, kp.clone(), |event| async {
         match event {
             Finalizer::Apply(kp) => apply(&kp, &ctx).await,
@@ -45,7 +52,7 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     match &result {
-        Ok(_) => ctx.succeeded(&uid),
+        Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kp, &ctx, e).await,
     }
     result
@@ -53,8 +60,9 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
 
 /// Allocate when there is no port yet, else poll it until ACTIVE.
 async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
-    ctx.first_seen(&kp.spec.pod_uid);
-    let mut st = ctx.status_of(kp);
+    let pod_uid = Uid::from(kp.spec.pod_uid.as_str());
+    ctx.book.first_seen(&pod_uid);
+    let mut st = ctx.book.status_of(kp);
     if st.vifs.is_empty() {
         let vif_type = allocate::vif_type(ctx, kp);
         let sgs = allocate::pod_security_groups(ctx, kp).await?;
@@ -81,7 +89,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         if st.all_active() {
             return Ok(wired(ctx, kp));
         }
-        return Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)));
+        return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
     }
     if st.all_active() {
         if ready_is_stale(kp, &st) {
@@ -94,20 +102,20 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     let mut changed = false;
     for entry in st.vifs.values_mut().filter(|v| !v.vif.active) {
         let port = ctx.port_reads.get(polled_port(&entry.vif)).await?;
-        if port.status == "ACTIVE" {
+        if PortStatus::parse(&port.status).is_active() {
             entry.vif.active = true;
             changed = true;
         }
     }
     if !changed {
-        return Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)));
+        return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
     }
     status::mark(kp, &mut st);
     status::write(ctx, kp, &st).await?;
     if st.all_active() {
         return Ok(wired(ctx, kp));
     }
-    Ok(Action::requeue(ctx.next_poll(&kp.spec.pod_uid)))
+    Ok(Action::requeue(next_poll(ctx, &pod_uid)))
 }
 
 /// The port whose status says the VIF is up (macvlan: the VM port; the pod's own port stays DOWN).
@@ -127,14 +135,14 @@ async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
     let deadline = tokio::time::Instant::now() + SETTLE;
     let mut polls = 0;
     while !vif.active {
-        let delay = crate::context::poll_delay(ctx.config.active_poll_min, ctx.config.active_poll_max, polls);
+        let delay = poll_delay(ctx.config.active_poll_min, ctx.config.active_poll_max, polls);
         if tokio::time::Instant::now() + delay > deadline {
             break;
         }
         tokio::time::sleep(delay).await;
         polls += 1;
         match ctx.port_reads.get(polled_port(&vif)).await {
-            Ok(port) => vif.active = port.status == "ACTIVE",
+            Ok(port) => vif.active = PortStatus::parse(&port.status).is_active(),
             Err(e) => {
                 debug!(
                     error = &e as &dyn std::error::Error,
@@ -147,9 +155,15 @@ async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
     vif
 }
 
+/// Delay before the pod's next ACTIVE poll.
+fn next_poll(ctx: &Context, pod_uid: &Uid) -> std::time::Duration {
+    ctx.book
+        .next_poll(pod_uid, ctx.config.active_poll_min, ctx.config.active_poll_max)
+}
+
 /// Every port ACTIVE and written: record the time to wire (once per pod).
 fn wired(ctx: &Context, kp: &KuryrPort) -> Action {
-    if let Some(took) = ctx.wired(&kp.spec.pod_uid) {
+    if let Some(took) = ctx.book.wired(&Uid::from(kp.spec.pod_uid.as_str())) {
         ctx.metrics.wired(took);
         info!(took_ms = took.as_millis(), "port ACTIVE");
     }
@@ -171,11 +185,14 @@ fn ready_is_stale(kp: &KuryrPort, st: &kuryr_api::KuryrPortStatus) -> bool {
 /// still carries the pod's ownership tags. A port another KuryrPort names now (it went back to a pool and was
 /// taken again before this cleanup finished) is not touched.
 async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
-    let st = ctx.status_of(kp);
-    let uid = kp.metadata.uid.clone().unwrap_or_default();
+    let st = ctx.book.status_of(kp);
+    let uid = Uid::of(kp);
     let mut calls = 0;
     for entry in st.vifs.values() {
-        if ctx.port_named_elsewhere(&entry.vif.port_id, &uid) {
+        if ctx
+            .book
+            .port_named_elsewhere(&ctx.kuryrports, &entry.vif.port_id, &uid)
+        {
             warn!(port = entry.vif.port_id, "port is another pod's now; leaving it");
             continue;
         }
@@ -193,25 +210,28 @@ async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
     }
     ctx.metrics.calls_per_op("release", calls);
     info!("ports released");
-    ctx.forget(&uid);
-    ctx.forget_pod(&kp.spec.pod_uid);
+    let pod_uid = Uid::from(kp.spec.pod_uid.as_str());
+    ctx.book.forget(&uid, &pod_uid);
+    ctx.ledger.forget(&uid);
+    ctx.ledger.forget(&pod_uid);
     Ok(Action::await_change())
 }
 
 /// A failure becomes a Warning Event and, unless the KuryrPort is going away, `Ready=False`.
 async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
-    ctx.event(
-        &kp.object_ref(&()),
-        EventType::Warning,
-        err.reason(),
-        "Reconcile",
-        err.to_string(),
-    )
-    .await;
+    ctx.events
+        .publish(
+            &kp.object_ref(&()),
+            EventType::Warning,
+            err.reason(),
+            "Reconcile",
+            err.to_string(),
+        )
+        .await;
     if kp.metadata.deletion_timestamp.is_some() {
         return;
     }
-    let mut st = ctx.status_of(kp);
+    let mut st = ctx.book.status_of(kp);
     status::mark_failed(kp, &mut st, err);
     if let Err(e) = status::write(ctx, kp, &st).await {
         warn!(
@@ -219,17 +239,4 @@ async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
             "cannot record the failure in the status"
         );
     }
-}
-
-pub fn error_policy(kp: Arc<KuryrPort>, err: &Error, ctx: Arc<Context>) -> Action {
-    let delay = ctx.failed(kp.metadata.uid.as_deref().unwrap_or_default(), err.is_permanent());
-    warn!(
-        namespace = kp.namespace(),
-        name = kp.name_any(),
-        error = err as &dyn std::error::Error,
-        retry_in = ?delay,
-        "KuryrPort reconcile failed"
-    );
-    ctx.metrics.failed(CONTROLLER, err.metric_label());
-    Action::requeue(delay)
 }

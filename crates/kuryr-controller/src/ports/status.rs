@@ -47,7 +47,7 @@ pub async fn write(ctx: &Context, kp: &KuryrPort, status: &KuryrPortStatus) -> R
     )
     .await
     .map_err(Error::kube("patch_kuryrport_status"))?;
-    ctx.wrote_status(kp.metadata.uid.as_deref().unwrap_or_default(), status);
+    ctx.book.wrote_status(&crate::toolkit::Uid::of(kp), status);
     Ok(())
 }
 

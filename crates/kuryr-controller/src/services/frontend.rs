@@ -13,27 +13,30 @@ use kuryr_api::loadbalancer::LbEndpointSlice;
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectMeta, Resource, ResourceExt, Service};
 use kuryr_core::lb::{endpoints, service_spec, SpecDefaults};
 use serde_json::json;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use super::context::LbContext;
-use super::{finalizer, service_of};
+use super::service_of;
 use crate::errors::{Error, Result};
+use crate::toolkit::finalizer::{self, MANAGER};
+use crate::toolkit::{Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "service";
-const MANAGER: &str = "kuryr-controller";
 /// While the KuryrLoadBalancer is being deleted.
 const WAIT_FOR_KLB: Duration = Duration::from_secs(1);
 /// A new Service whose Endpoints the endpoints controller has not written yet: building its load balancer
 /// now would cost a second write a moment later.
 const ENDPOINTS_GRACE: Duration = Duration::from_secs(3);
 const RESYNC: Duration = Duration::from_secs(600);
+/// Next look at a Service whose cached finalizer list was behind the server's.
+const STALE_CACHE: Duration = Duration::from_millis(200);
 
 #[instrument(skip(svc, ctx), fields(namespace = svc.namespace(), name = svc.name_any()))]
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = svc.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = svc.name_any();
-    let uid = svc.uid().unwrap_or_default();
+    let uid = Uid::of(svc.as_ref());
     let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let klbs: Api<KuryrLoadBalancer> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -55,17 +58,18 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
     let (spec, problems) = match service_spec(&svc, slices, &defaults) {
         Ok(found) => found,
         Err(skip) => {
-            if ctx.news(&uid, vec![skip.reason().to_owned()]) {
+            if ctx.ledger.news(&uid, Topic::Spec, vec![skip.reason().to_owned()]) {
                 info!(reason = skip.reason(), "no load balancer: {}", skip.message());
                 if skip != kuryr_core::lb::Skip::DefaultKubernetes {
-                    ctx.event(
-                        &svc.object_ref(&()),
-                        EventType::Normal,
-                        skip.reason(),
-                        "SkipLoadBalancer",
-                        skip.message(),
-                    )
-                    .await;
+                    ctx.events
+                        .publish(
+                            &svc.object_ref(&()),
+                            EventType::Normal,
+                            skip.reason(),
+                            "SkipLoadBalancer",
+                            skip.message(),
+                        )
+                        .await;
                 }
             }
             // E.g. the type changed to ExternalName: the load balancer goes.
@@ -85,20 +89,24 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         .iter()
         .map(|p| format!("{}: {}", p.reason, p.message))
         .collect();
-    if !problems.is_empty() && ctx.news(&format!("{uid}/annotations"), messages) {
+    if ctx.ledger.news(&uid, Topic::Annotations, messages) {
         for p in &kuryr_core::lb::Problem::by_reason(&problems) {
-            ctx.event(
-                &svc.object_ref(&()),
-                EventType::Warning,
-                p.reason,
-                "ReadService",
-                p.message.clone(),
-            )
-            .await;
+            ctx.events
+                .publish(
+                    &svc.object_ref(&()),
+                    EventType::Warning,
+                    p.reason,
+                    "ReadService",
+                    p.message.clone(),
+                )
+                .await;
         }
     }
 
-    finalizer::add(&svcs, &svc, finalizers::SERVICE).await?;
+    if !finalizer::add(&svcs, &svc, finalizers::SERVICE).await? {
+        // The cached Service is behind the server's (or gone): look again shortly.
+        return Ok(Action::requeue(STALE_CACHE));
+    }
     match existing {
         None => {
             let klb = KuryrLoadBalancer {
@@ -136,7 +144,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         }
         Some(_) => {}
     }
-    ctx.succeeded(&uid);
+    ctx.ledger.succeeded(&uid);
     Ok(Action::requeue(RESYNC))
 }
 
@@ -198,22 +206,13 @@ async fn release(
                 info!("load balancer gone, Service finalizer removed");
             }
             if svc.metadata.deletion_timestamp.is_some() {
-                ctx.forget(&svc.uid().unwrap_or_default());
+                ctx.ledger.forget(&Uid::of(svc));
             }
             Ok(Action::await_change())
         }
     }
 }
 
-pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<LbContext>) -> Action {
-    let delay = ctx.failed(&svc.uid().unwrap_or_default(), err.is_permanent());
-    warn!(
-        namespace = svc.namespace(),
-        name = svc.name_any(),
-        error = err as &dyn std::error::Error,
-        retry_in = ?delay,
-        "Service reconcile failed"
-    );
-    ctx.metrics.failed(CONTROLLER, err.metric_label());
-    Action::requeue(delay)
+impl Reconciled for Service {
+    const CONTROLLER: &'static str = CONTROLLER;
 }

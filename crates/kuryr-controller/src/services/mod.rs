@@ -3,7 +3,6 @@
 //! match it. Both run from [`run`] when `--service-subnet` is set. See docs/services.md.
 
 pub mod context;
-pub mod finalizer;
 pub mod frontend;
 pub mod member_subnets;
 
@@ -154,7 +153,7 @@ impl Scope {
     where
         K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
     {
-        crate::runtime::scoped(client, self.namespace.as_deref())
+        kuryr_api::scoped(client, self.namespace.as_deref())
     }
 
     /// Watch of the Services and KuryrLoadBalancers (one name each).
@@ -247,8 +246,8 @@ async fn serve(
         .modify(slim::meta)
         .reflect(svc_writer)
         .applied_objects();
-    // Bounded like the Pod front end (crate::runtime): after a restart every Service is due at once, and each
-    // reconcile in flight holds a kube request's worth of memory; it only writes to the apiserver.
+    // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
+    // request's worth of memory; it only writes to the apiserver.
     let mut svc_controller = Controller::for_stream(svc_stream, svc_store)
         .owns(klb_api, scope.objects())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
@@ -277,7 +276,7 @@ async fn serve(
     let klb_run = run_controller(
         klb_controller,
         loadbalancers::reconcile,
-        loadbalancers::error_policy,
+        crate::toolkit::error_policy,
         ctx.clone(),
         shutdown.clone(),
     )
@@ -285,7 +284,7 @@ async fn serve(
     let svc_run = run_controller(
         svc_controller,
         frontend::reconcile,
-        frontend::error_policy,
+        crate::toolkit::error_policy,
         ctx,
         shutdown,
     )

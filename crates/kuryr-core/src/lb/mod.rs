@@ -13,6 +13,8 @@
 //! - [`member_subnet`]: which subnet members are declared on (pods: the pod subnet; the API servers of
 //!   `default/kubernetes` and other non-pod backends: the subnet holding them).
 //! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
+//! - [`schedule`]: when to look at a load balancer again (polls while pending, endpoint bursts coalesced,
+//!   our own status write's echo skipped, strays swept), from the clock the caller passes in.
 //!
 //! No I/O: the controller reads Kubernetes and Octavia, and carries the ops out.
 
@@ -24,6 +26,7 @@ pub mod member_subnet;
 pub mod model;
 pub mod names;
 pub mod plan;
+pub mod schedule;
 pub mod service;
 
 #[cfg(test)]
@@ -31,10 +34,11 @@ mod tests;
 
 pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, FipClaim};
 pub use desired::{desired_lb, OctaviaCaps};
-pub use health::{assess, Assessment};
+pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
 pub use model::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Problem,
 };
 pub use plan::{plan, Op};
+pub use schedule::{Schedule, ScheduleConfig};
 pub use service::{service_spec, Skip, SpecDefaults};

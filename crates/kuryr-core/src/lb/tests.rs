@@ -590,27 +590,30 @@ fn health_monitor_changes_are_delete_then_create() {
 #[test]
 fn error_and_long_pending_trees_are_repaired() {
     let limit = Duration::from_secs(60);
-    let ok = ["ACTIVE", "ACTIVE"];
+    let states = |s: &[&str]| s.iter().map(|s| ProvisioningStatus::parse(s)).collect::<Vec<_>>();
+    let ok = states(&["ACTIVE", "ACTIVE"]);
     assert_eq!(assess(&ok, Duration::ZERO, limit), Assessment::Active);
-    let pending = ["ACTIVE", "PENDING_UPDATE"];
+    let pending = states(&["ACTIVE", "PENDING_UPDATE"]);
     assert_eq!(
         assess(&pending, Duration::from_secs(5), limit),
         Assessment::Wait {
-            status: "PENDING_UPDATE".into()
+            status: ProvisioningStatus::PendingUpdate
         }
     );
     assert!(matches!(
         assess(&pending, Duration::from_secs(61), limit),
-        Assessment::Repair { reason } if reason.contains("PENDING_UPDATE")
+        Assessment::Repair { kind: RepairKind::Stuck, reason } if reason.contains("PENDING_UPDATE")
     ));
     assert!(matches!(
-        assess(&["ERROR"], Duration::ZERO, limit),
-        Assessment::Repair { reason } if reason.contains("ERROR")
+        assess(&states(&["ERROR"]), Duration::ZERO, limit),
+        Assessment::Repair { kind: RepairKind::Error, reason } if reason.contains("ERROR")
     ));
     assert!(matches!(
-        assess::<&str>(&[], Duration::ZERO, limit),
+        assess(&[], Duration::ZERO, limit),
         Assessment::Wait { .. }
     ));
+    assert!(!ProvisioningStatus::parse("ACTIVE").is_pending());
+    assert_eq!(ProvisioningStatus::parse("NEW_ONE").as_str(), "NEW_ONE");
 }
 
 #[test]

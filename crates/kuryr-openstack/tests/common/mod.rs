@@ -94,3 +94,16 @@ impl Env {
 pub fn uniq(prefix: &str) -> String {
     format!("{prefix}-{:08x}", fastrand::u32(..))
 }
+
+/// Polls `cond` every 10 ms until it holds; panics naming `what` after 30 s. For conditions on the wall
+/// clock (token expiry), which a paused tokio clock does not move.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out (30 s) waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

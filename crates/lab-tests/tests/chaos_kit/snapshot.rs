@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::owners::live_uids;
 use kuryr_api::{Api, Client, KuryrLoadBalancer, KuryrPort, ListParams, Pod, ResourceExt, Service};
 use kuryr_openstack::neutron::{ports, trunks, Filter};
 use kuryr_openstack::octavia::{loadbalancers, members};
+use kuryr_openstack::tagged::{self, TaggedResource};
 use kuryr_openstack::{Cloud, Owner};
 
 use super::invariants::{
@@ -59,15 +61,14 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         }
         snap.lbs.push(view);
     }
-    let inventory = kuryr_controller::gc::cloud_inventory(s.cloud, s.cluster_id, s.project_id).await?;
-    snap.other_tagged = inventory
-        .objects
-        .iter()
-        .filter(|l| !matches!(l.obj.resource.label(), "port" | "loadbalancer"))
-        .map(|l| TaggedView {
-            resource: l.obj.resource.label().to_owned(),
-            id: l.obj.id.clone(),
-            owner_uid: l.obj.owner_uid.clone(),
+    snap.other_tagged = tagged::list(s.cloud, s.cluster_id, s.project_id)
+        .await?
+        .into_iter()
+        .filter(|o| !matches!(o.resource, TaggedResource::Port | TaggedResource::LoadBalancer))
+        .map(|o| TaggedView {
+            resource: o.resource.label().to_owned(),
+            id: o.id,
+            owner_uid: o.owner.uid,
         })
         .collect();
     snap.ports = tagged
@@ -83,7 +84,7 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         })
         .collect();
 
-    snap.live_uids = kuryr_controller::gc::live_uids(s.client).await?;
+    snap.live_uids = live_uids(s.client).await?;
     let lp = ListParams::default();
     for pod in Api::<Pod>::namespaced(s.client.clone(), s.ns).list(&lp).await? {
         if pod.metadata.deletion_timestamp.is_some() {

@@ -1,14 +1,25 @@
-//! Files holding credentials must not be readable by every user: the controller's `--config`, an upstream
-//! `kuryr.conf`, and every clouds.yaml / secure.yaml the OpenStack SDK would read for the chosen cloud
-//! (`--clouds-yaml`, `OS_CLIENT_CONFIG_FILE`, `OS_CLIENT_CONFIG_PATH`, `./`, `~/.config/openstack/`,
-//! `/etc/openstack/`). Such a file is refused before anything connects, with the command that fixes it.
-//! `kuryrctl` applies the same check.
+//! Files holding credentials must not be readable by every user: every clouds.yaml / secure.yaml the OpenStack
+//! SDK would read for the chosen cloud (`--clouds-yaml`, `OS_CLIENT_CONFIG_FILE`, `OS_CLIENT_CONFIG_PATH`,
+//! `./`, `~/.config/openstack/`, `/etc/openstack/`: [`guard_cloud_files`]), and any other file a binary reads
+//! credentials from (kuryr-controller's `--config` and an upstream `kuryr.conf`: [`read_guarded`]). Such a
+//! file is refused before anything connects, with the command that fixes it. kuryr-controller and `kuryrctl`
+//! both check.
 
 use std::path::Path;
 
-use kuryr_openstack::AuthSource;
+use crate::AuthSource;
 
-use crate::config_file::ConfigFileError;
+/// A credentials file that cannot be read, or that others can read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SecretFileError {
+    #[error("{file}: {reason}")]
+    Read { file: String, reason: String },
+    #[error(
+        "{file} holds credentials ({what}) and is readable by every user (mode {mode:o}): \
+         run `chmod o-rwx {file}` (or mount it with mode 0600/0640)"
+    )]
+    WorldReadable { file: String, what: String, mode: u32 },
+}
 
 /// Whether a key names a credential: `password`, `secret`, `token`, `passcode`, or ends in `_password`,
 /// `_secret`, `_token` (`application_credential_secret`, `client_secret`, `access_token`, ...).
@@ -64,12 +75,12 @@ pub fn secret_in(text: &str) -> Option<String> {
 }
 
 /// Refuses `text` read from `file` with `mode` if it holds a credential and is world-readable.
-pub fn check_secrets(file: &str, text: &str, mode: u32) -> Result<(), ConfigFileError> {
+pub fn check_secrets(file: &str, text: &str, mode: u32) -> Result<(), SecretFileError> {
     if mode & 0o004 == 0 {
         return Ok(());
     }
     match secret_in(text) {
-        Some(what) => Err(ConfigFileError::WorldReadable {
+        Some(what) => Err(SecretFileError::WorldReadable {
             file: file.to_owned(),
             what,
             mode: mode & 0o7777,
@@ -80,10 +91,10 @@ pub fn check_secrets(file: &str, text: &str, mode: u32) -> Result<(), ConfigFile
 
 /// Reads a file and applies [`check_secrets`] (the mode of the file a symlink points to, as for a
 /// Kubernetes Secret volume).
-pub fn read_guarded(path: &Path) -> Result<String, ConfigFileError> {
+pub fn read_guarded(path: &Path) -> Result<String, SecretFileError> {
     use std::os::unix::fs::PermissionsExt;
     let file = path.display().to_string();
-    let err = |e: std::io::Error| ConfigFileError::Read {
+    let err = |e: std::io::Error| SecretFileError::Read {
         file: file.clone(),
         reason: e.to_string(),
     };
@@ -94,10 +105,10 @@ pub fn read_guarded(path: &Path) -> Result<String, ConfigFileError> {
 }
 
 /// Checks every file the SDK reads for `source`. A file named but missing is left to the SDK's own error.
-pub fn guard_cloud_files(source: &AuthSource) -> Result<(), ConfigFileError> {
+pub fn guard_cloud_files(source: &AuthSource) -> Result<(), SecretFileError> {
     for path in source.config_files() {
         match read_guarded(&path) {
-            Err(ConfigFileError::Read { .. }) if !path.exists() => {}
+            Err(SecretFileError::Read { .. }) if !path.exists() => {}
             other => {
                 other?;
             }

@@ -1,0 +1,108 @@
+//! Making an existing load balancer match the spec: replace it when it is in ERROR or PENDING_* past the
+//! limit, wait while it is pending, else carry out the next planned write (`kuryr_core::lb::plan`). Octavia
+//! takes one change at a time, so a round makes at most one write and the next round polls for ACTIVE.
+
+use std::time::{Duration, Instant};
+
+use kuryr_core::lb::{assess, plan, Assessment, Op, ProvisioningStatus, RepairKind};
+use kuryr_openstack::octavia::{loadbalancers::LoadBalancer, status::StatusTree};
+use tracing::info;
+
+use super::octavia;
+use super::repair::replace;
+use super::round::{Next, Round};
+use super::status;
+use crate::errors::Result;
+
+pub enum Converged {
+    /// The tree is ACTIVE and matches the spec (the LB as last read).
+    Active(Box<LoadBalancer>),
+    /// A write, a repair or a wait: the round ends here.
+    Working(Next),
+}
+
+pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &StatusTree) -> Result<Converged> {
+    let ctx = round.ctx;
+    let uid = round.uid.as_str();
+    let states: Vec<ProvisioningStatus> = tree
+        .provisioning_states()
+        .into_iter()
+        .map(ProvisioningStatus::parse)
+        .collect();
+    let (pending_for, next_poll) = if states.iter().any(ProvisioningStatus::is_pending) {
+        ctx.schedule().pending(uid, Instant::now())
+    } else {
+        (Duration::ZERO, Duration::ZERO)
+    };
+    match assess(&states, pending_for, ctx.config.pending_limit) {
+        Assessment::Repair { kind, reason } => {
+            replace(round, &lb, kind, &reason).await?;
+            let next = round.finish(Duration::ZERO, false, "Repairing", reason).await?;
+            return Ok(Converged::Working(next));
+        }
+        Assessment::Wait { status: s } => {
+            status::record(&mut round.st, &lb, None, round.member_subnet.as_deref());
+            let next = round
+                .finish(
+                    next_poll,
+                    false,
+                    "Provisioning",
+                    format!("load balancer tree {s}"),
+                )
+                .await?;
+            return Ok(Converged::Working(next));
+        }
+        Assessment::Active => ctx.schedule().settled(uid),
+    }
+
+    // The listeners, pools and health monitors as last read (or created) while the tree shows the same
+    // ones, with its members; read in full when it does not, and once per drift interval.
+    let cached = ctx
+        .schedule()
+        .observed(&lb.id, ctx.config.drift_interval, Instant::now())
+        .and_then(|c| octavia::from_tree(&c, &lb, tree));
+    let observed = match cached {
+        Some(o) => o,
+        None => {
+            lb = match kuryr_openstack::octavia::loadbalancers::get(&ctx.cloud, &lb.id).await {
+                Ok(fresh) => fresh,
+                Err(e) if e.is_not_found() => return Ok(Converged::Working(Next::now())),
+                Err(e) => return Err(e.into()),
+            };
+            let o = octavia::observe(&ctx.cloud, &lb, tree).await?;
+            ctx.schedule().remember_observed(o.clone(), Instant::now());
+            o
+        }
+    };
+    status::record(
+        &mut round.st,
+        &lb,
+        Some(&observed),
+        round.member_subnet.as_deref(),
+    );
+    let ops = plan(&round.desired, Some(&observed));
+    let Some(op) = ops.first() else {
+        return Ok(Converged::Active(Box::new(lb)));
+    };
+    if let Some(wait) = round.coalesce() {
+        return round.write(wait).await.map(Converged::Working);
+    }
+    if let Op::Recreate { reason } = op {
+        replace(round, &lb, RepairKind::Changed, reason).await?;
+    } else {
+        // A member replace leaves listeners, pools and monitors as they were (members come from the
+        // tree); any other write changes what was read.
+        if !matches!(op, Op::ReplaceMembers { .. }) {
+            ctx.schedule().forget_observed(&lb.id);
+        }
+        octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &round.tags).await?;
+        ctx.metrics.lb_op(op.kind());
+        ctx.schedule().wrote(uid, Instant::now());
+        info!(op = op.kind(), left = ops.len() - 1, "octavia write");
+    }
+    let progress = format!("{} ({} to go)", op.kind(), ops.len());
+    round
+        .finish(ctx.config.poll_min, false, "Updating", progress)
+        .await
+        .map(Converged::Working)
+}

@@ -1,0 +1,47 @@
+//! Nothing in Octavia yet: one fully-populated create (load balancer, listeners, pools, members and health
+//! monitors in one call), once the endpoints burst has settled.
+
+use std::time::Instant;
+
+use kuryr_core::lb::Op;
+use tracing::info;
+
+use super::octavia::{self, Done};
+use super::round::{Next, Round};
+use super::status;
+use crate::errors::{Error, Result};
+
+pub async fn create(round: &mut Round<'_>) -> Result<Next> {
+    if let Some(wait) = round.coalesce() {
+        return Ok(Next::wait(wait));
+    }
+    let ctx = round.ctx;
+    round.st.loadbalancer = None;
+    round.st.listeners.clear();
+    round.st.pools.clear();
+    round.st.members.clear();
+    let op = Op::CreateLoadBalancer(round.desired.clone());
+    let Done::Created(created) =
+        octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await?
+    else {
+        return Err(Error::Unexpected(
+            "the create answered without a load balancer".into(),
+        ));
+    };
+    let (lb, graph) = *created;
+    {
+        let mut schedule = ctx.schedule();
+        // What the create made is known from its answer: the poll that finds it ACTIVE reads nothing else.
+        if let Some(obs) = octavia::observed_from_graph(&lb, &graph) {
+            schedule.remember_observed(obs, Instant::now());
+        }
+        schedule.wrote(round.uid.as_str(), Instant::now());
+    }
+    ctx.metrics.lb_op(op.kind());
+    info!(lb_id = lb.id, provider = lb.provider, "load balancer created");
+    status::record(&mut round.st, &lb, None, round.member_subnet.as_deref());
+    let created = format!("load balancer {} created", lb.id);
+    round
+        .finish(ctx.config.poll_min, false, "Creating", created)
+        .await
+}

@@ -1,0 +1,115 @@
+//! Which load balancer is ours: the one the status records, else one found by its ownership tags (a create
+//! whose status write was lost, or a status cache that has not caught up). Its status tree is the one read
+//! a poll makes (it 404s when the LB is gone); the LB object comes from the status, or the tag list.
+
+use std::time::Instant;
+
+use kuryr_api::loadbalancer::LbLoadBalancer;
+use kuryr_core::lb::{ProvisioningStatus, RepairKind};
+use kuryr_openstack::octavia::{loadbalancers, status as tree, IdRef};
+use tracing::info;
+
+use super::octavia;
+use super::repair::repaired;
+use super::round::{Next, Round};
+use crate::errors::Result;
+
+pub enum Located {
+    /// Ours, with the status tree just read.
+    Found(Box<loadbalancers::LoadBalancer>, tree::StatusTree),
+    /// There is none in Octavia: build one.
+    Missing,
+    /// Not now: the round ends here.
+    Again(Next),
+}
+
+pub async fn locate(round: &mut Round<'_>) -> Result<Located> {
+    let ctx = round.ctx;
+    let Some(rec) = round.st.loadbalancer.clone() else {
+        // Let a new Service's endpoints burst settle before the tag list, so it is made once.
+        if let Some(wait) = round.coalesce() {
+            return Ok(Located::Again(Next::wait(wait)));
+        }
+        let Some(lb) = adopt(round).await? else {
+            return Ok(Located::Missing);
+        };
+        return match tree::get(&ctx.cloud, &lb.id).await {
+            Ok(t) => Ok(Located::Found(Box::new(lb), t)),
+            // Gone since the list: build one.
+            Err(e) if e.is_not_found() => Ok(Located::Missing),
+            Err(e) => Err(e.into()),
+        };
+    };
+    match tree::get(&ctx.cloud, &rec.id).await {
+        Ok(t) => match from_status(&rec, &t) {
+            Some(lb) => Ok(Located::Found(Box::new(lb), t)),
+            // A status without the VIP or provider (written elsewhere): read the LB once.
+            None => match loadbalancers::get(&ctx.cloud, &rec.id).await {
+                Ok(lb) => Ok(Located::Found(Box::new(lb), t)),
+                Err(e) if e.is_not_found() => Ok(Located::Again(Next::now())),
+                Err(e) => Err(e.into()),
+            },
+        },
+        Err(e) if e.is_not_found() => {
+            ctx.schedule().forget_observed(&rec.id);
+            repaired(
+                round,
+                RepairKind::Lost,
+                format!("load balancer {} is gone; building it again", rec.id),
+            )
+            .await;
+            Ok(Located::Missing)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The load balancer the status records, as far as the status and a fresh tree tell it (`None` when the
+/// status lacks what the controller needs of it: VIP address and port, provider).
+fn from_status(rec: &LbLoadBalancer, tree: &tree::StatusTree) -> Option<loadbalancers::LoadBalancer> {
+    let provider = rec.provider.clone().filter(|p| !p.is_empty())?;
+    if rec.ip.is_empty() || rec.port_id.is_empty() {
+        return None;
+    }
+    let root = &tree.loadbalancer;
+    let ids = |v: Vec<&str>| v.into_iter().map(|id| IdRef { id: id.to_owned() }).collect();
+    Some(loadbalancers::LoadBalancer {
+        id: rec.id.clone(),
+        name: rec.name.clone(),
+        project_id: rec.project_id.clone(),
+        provider,
+        vip_address: rec.ip.clone(),
+        vip_port_id: rec.port_id.clone(),
+        vip_subnet_id: rec.subnet_id.clone(),
+        provisioning_status: root.node.provisioning_status.clone(),
+        operating_status: root.node.operating_status.clone(),
+        listeners: ids(root.listeners.iter().map(|l| l.node.id.as_str()).collect()),
+        pools: ids(root
+            .listeners
+            .iter()
+            .flat_map(|l| l.pools.iter().map(|p| p.node.id.as_str()))
+            .collect()),
+        ..loadbalancers::LoadBalancer::default()
+    })
+}
+
+/// A load balancer tagged for this Service that is not one we gave up on (nor one being deleted).
+async fn adopt(round: &Round<'_>) -> Result<Option<loadbalancers::LoadBalancer>> {
+    let ctx = round.ctx;
+    let mut found = octavia::find_tagged(&ctx.cloud, &round.owner).await?;
+    let all = found.len();
+    {
+        let schedule = ctx.schedule();
+        found.retain(|lb| {
+            !schedule.is_abandoned(&lb.id)
+                && ProvisioningStatus::parse(&lb.provisioning_status) != ProvisioningStatus::PendingDelete
+        });
+    }
+    // The list just made tells whether there are strays: no second list for them until there is reason.
+    ctx.schedule()
+        .listed(round.uid.as_str(), all > 1 || all > found.len(), Instant::now());
+    if let Some(lb) = found.first() {
+        info!(lb_id = lb.id, "load balancer found by its tags");
+    }
+    Ok(found.into_iter().next())
+}

@@ -1,0 +1,157 @@
+//! What the KuryrPort side keeps in memory per object: the status this controller last wrote (the watch
+//! cache may not show it yet), and each pod's wiring clock and ACTIVE polls.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::runtime::reflector::Store;
+use kuryr_api::{KuryrPort, KuryrPortStatus};
+use kuryr_core::backoff::poll_delay;
+
+use crate::toolkit::{lock, Uid};
+
+#[derive(Default)]
+pub struct PortBook {
+    /// Status this controller last wrote per KuryrPort uid: the watch cache may not show it yet when the
+    /// next reconcile runs, and acting on the older copy would allocate a second port.
+    written: Mutex<HashMap<Uid, KuryrPortStatus>>,
+    /// Per pod uid: when first seen (time-to-wire) and how many ACTIVE polls so far.
+    wiring: Mutex<HashMap<Uid, Wiring>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wiring {
+    since: Instant,
+    polls: u32,
+}
+
+impl PortBook {
+    /// The freshest status known for `kp`: the one in the object, unless this controller wrote a newer one
+    /// the watch has not delivered yet.
+    pub fn status_of(&self, kp: &KuryrPort) -> KuryrPortStatus {
+        let seen = kp.status.clone().unwrap_or_default();
+        freshest(seen, lock(&self.written).get(&Uid::of(kp)))
+    }
+
+    pub fn wrote_status(&self, uid: &Uid, status: &KuryrPortStatus) {
+        lock(&self.written).insert(uid.clone(), status.clone());
+    }
+
+    /// The KuryrPort (`uid`) of pod `pod_uid` is gone: drop everything kept for both.
+    pub fn forget(&self, uid: &Uid, pod_uid: &Uid) {
+        lock(&self.written).remove(uid);
+        lock(&self.wiring).remove(pod_uid);
+    }
+
+    /// Ports named by any KuryrPort status (the synced cache, plus statuses written it has not shown yet).
+    pub fn ports_in_use(&self, kuryrports: &Store<KuryrPort>) -> BTreeSet<String> {
+        let mut ids: BTreeSet<String> = kuryrports
+            .state()
+            .iter()
+            .filter_map(|kp| kp.status.as_ref())
+            .flat_map(|st| st.vifs.values().map(|v| v.vif.port_id.clone()))
+            .collect();
+        ids.extend(
+            lock(&self.written)
+                .values()
+                .flat_map(|st| st.vifs.values().map(|v| v.vif.port_id.clone())),
+        );
+        ids
+    }
+
+    /// Whether a KuryrPort other than `uid` names `port_id` in its status.
+    pub fn port_named_elsewhere(&self, kuryrports: &Store<KuryrPort>, port_id: &str, uid: &Uid) -> bool {
+        let named = |st: &KuryrPortStatus| st.vifs.values().any(|v| v.vif.port_id == port_id);
+        kuryrports
+            .state()
+            .iter()
+            .any(|kp| &Uid::of(kp.as_ref()) != uid && kp.status.as_ref().is_some_and(named))
+            || lock(&self.written)
+                .iter()
+                .any(|(other, st)| other != uid && named(st))
+    }
+
+    /// Starts the pod's wiring clock (the Pod front end sees it first; the KuryrPort controller after a
+    /// restart).
+    pub fn first_seen(&self, pod_uid: &Uid) {
+        lock(&self.wiring).entry(pod_uid.clone()).or_insert(Wiring {
+            since: Instant::now(),
+            polls: 0,
+        });
+    }
+
+    /// The port went ACTIVE: how long since the pod was first seen (once per pod).
+    pub fn wired(&self, pod_uid: &Uid) -> Option<Duration> {
+        lock(&self.wiring).remove(pod_uid).map(|w| w.since.elapsed())
+    }
+
+    /// Delay before the next ACTIVE poll: `min`, growing by half per poll up to `max`.
+    pub fn next_poll(&self, pod_uid: &Uid, min: Duration, max: Duration) -> Duration {
+        let mut wiring = lock(&self.wiring);
+        let polls = wiring.get(pod_uid).map_or(0, |w| w.polls);
+        if let Some(w) = wiring.get_mut(pod_uid) {
+            w.polls += 1;
+        }
+        poll_delay(min, max, polls)
+    }
+}
+
+/// The cache's status, unless ours is ahead of it: it names ports the cache does not show yet, or says ACTIVE
+/// where the cache does not. (Ours never goes backwards, so it is never behind a status the cache shows.)
+pub fn freshest(seen: KuryrPortStatus, mine: Option<&KuryrPortStatus>) -> KuryrPortStatus {
+    match mine {
+        Some(mine) if seen.vifs.is_empty() && !mine.vifs.is_empty() => mine.clone(),
+        Some(mine) if !seen.all_active() && mine.all_active() => mine.clone(),
+        _ => seen,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kuryr_api::PodVif;
+
+    use super::*;
+
+    fn mk_status(active: Option<bool>) -> KuryrPortStatus {
+        let mut st = KuryrPortStatus::default();
+        if let Some(active) = active {
+            let vif = serde_json::from_value(serde_json::json!({
+                "type": "nested-vlan", "portId": "p1", "networkId": "n1", "mac": "fa:16:3e:00:00:01",
+                "active": active,
+            }))
+            .unwrap();
+            st.vifs.insert("eth0".into(), PodVif { default: true, vif });
+        }
+        st
+    }
+
+    #[test]
+    fn a_status_we_wrote_wins_over_a_cache_that_has_not_caught_up() {
+        let mine = mk_status(Some(false));
+        // The cache shows no port yet: acting on it would allocate a second one.
+        assert_eq!(freshest(mk_status(None), Some(&mine)), mine);
+        // ACTIVE written, cache still waiting.
+        let active = mk_status(Some(true));
+        assert_eq!(freshest(mk_status(Some(false)), Some(&active)), active);
+        // The cache caught up (or nothing was written): the cache it is.
+        assert_eq!(
+            freshest(mk_status(Some(true)), Some(&mine)),
+            mk_status(Some(true))
+        );
+        assert_eq!(freshest(mk_status(None), None), mk_status(None));
+    }
+
+    #[test]
+    fn active_polls_of_a_pod_slow_down_until_it_is_wired() {
+        let book = PortBook::default();
+        let pod = Uid::from("pod");
+        let (min, max) = (Duration::from_millis(100), Duration::from_secs(5));
+        book.first_seen(&pod);
+        assert_eq!(book.next_poll(&pod, min, max), min);
+        assert_eq!(book.next_poll(&pod, min, max), Duration::from_millis(150));
+        assert!(book.wired(&pod).is_some());
+        assert!(book.wired(&pod).is_none(), "wired is measured once");
+        assert_eq!(book.next_poll(&pod, min, max), min, "no clock, no growth");
+    }
+}

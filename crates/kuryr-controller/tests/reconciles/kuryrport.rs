@@ -1,0 +1,104 @@
+//! The KuryrPort reconcile: a port of its own, a pool miss and a pool hit, and what a crash left behind.
+
+use kuryr_api::conditions::{is_condition_true, READY};
+use kuryr_api::port::DEFAULT_IFNAME;
+use kuryr_core::owner::OwnerKind;
+use kuryr_openstack::neutron::ports::{self, CreatePort};
+use kuryr_openstack::neutron::trunks::{self, SubPort};
+use kuryr_openstack::Owner;
+
+use crate::harness::{harness, kuryrport, TestCloud};
+
+#[tokio::test]
+async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_status() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |c| c.pools_enabled = false);
+    let kp = h.add_kuryrport(&kuryrport("web-0"));
+
+    h.reconcile(&kp).await.unwrap();
+
+    let kp = h.kuryrport_now(&kp);
+    let st = kp.status.as_ref().expect("status written");
+    let vif = &st.vifs[DEFAULT_IFNAME].vif;
+    assert!(vif.active, "cloudsim's subport goes ACTIVE at once");
+    assert!(is_condition_true(&st.conditions, READY));
+    assert_eq!(vif.trunk_id.as_deref(), Some(cloud.trunk_id.as_str()));
+    assert_eq!(cloud.subports().await, vec![(vif.port_id.clone(), 1)]);
+    assert_eq!(vif.vlan_id, Some(1));
+    let port = ports::get(&cloud.cloud, &vif.port_id).await.unwrap();
+    let owner = Owner::from_tags(&port.tags).expect("ownership tags");
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        (OwnerKind::KuryrPort.as_str(), "pod-web-0")
+    );
+    assert_eq!(cloud.calls("neutron.ports.bulk_create"), 1);
+}
+
+#[tokio::test]
+async fn a_pool_miss_refills_in_one_bulk_create_and_the_next_pod_is_a_pool_hit() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |_| {});
+    let first = h.add_kuryrport(&kuryrport("web-0"));
+
+    h.reconcile(&first).await.unwrap();
+
+    assert_eq!(cloud.calls("neutron.ports.bulk_create"), 1, "one refill");
+    assert_eq!(
+        cloud.calls("neutron.trunks.add_subports"),
+        1,
+        "attached in one call"
+    );
+    let made = cloud.pod_ports().await;
+    assert!(made.len() > 1, "the refill made spares: {made:?}");
+    let first = h.sync_cache(&first);
+    let first_port = first.status.as_ref().unwrap().vifs[DEFAULT_IFNAME]
+        .vif
+        .port_id
+        .clone();
+
+    let second = h.add_kuryrport(&kuryrport("web-1"));
+    h.reconcile(&second).await.unwrap();
+
+    let second = h.kuryrport_now(&second);
+    let second_port = &second.status.as_ref().unwrap().vifs[DEFAULT_IFNAME].vif.port_id;
+    assert!(made.contains(second_port), "a port the first refill made");
+    assert_ne!(second_port, &first_port);
+    assert_eq!(
+        cloud.calls("neutron.ports.bulk_create"),
+        1,
+        "no create for a pool hit"
+    );
+}
+
+#[tokio::test]
+async fn ports_a_crash_left_tagged_for_the_pod_are_deleted_before_the_status_names_a_port() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |c| c.pools_enabled = false);
+    // A process killed between its create + attach and its status write left this port.
+    let tags = Owner::new("reconcile-test", OwnerKind::KuryrPort.as_str(), "pod-web-0")
+        .tags()
+        .unwrap();
+    let leftover = ports::create(
+        &cloud.cloud,
+        &CreatePort::on_subnet(&cloud.network_id, &cloud.subnet_id).tagged(tags),
+    )
+    .await
+    .unwrap();
+    trunks::add_subports(&cloud.cloud, &cloud.trunk_id, &[SubPort::vlan(&leftover.id, 1)])
+        .await
+        .unwrap();
+    let kp = h.add_kuryrport(&kuryrport("web-0"));
+
+    h.reconcile(&kp).await.unwrap();
+
+    let kp = h.kuryrport_now(&kp);
+    let vif = &kp.status.as_ref().unwrap().vifs[DEFAULT_IFNAME].vif;
+    assert_ne!(vif.port_id, leftover.id);
+    let gone = ports::get(&cloud.cloud, &leftover.id).await.unwrap_err();
+    assert!(gone.is_not_found(), "{gone}");
+    assert_eq!(
+        cloud.subports().await,
+        vec![(vif.port_id.clone(), 2)],
+        "the leftover's VLAN was taken when the new port was attached; only the new subport is left"
+    );
+}

@@ -1,0 +1,308 @@
+//! Services → Octavia: the Service front end writes the KuryrLoadBalancer, the KuryrLoadBalancer reconcile
+//! makes Octavia match it, step by step (create, member change, a lost load balancer built again, the
+//! floating IP of a type=LoadBalancer Service).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use kuryr_api::conditions::{find_condition, is_condition_true, READY};
+use kuryr_api::k8s_openapi::api::core::v1::{ObjectReference, ServicePort, ServiceSpec};
+use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kuryr_api::{KuryrLoadBalancer, ObjectMeta, Service};
+use kuryr_controller::loadbalancers;
+use kuryr_controller::metrics::Metrics;
+use kuryr_controller::services::{frontend, LbContext, ServicesConfig, SERVICE_NAME_LABEL};
+use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
+use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
+use kuryr_openstack::neutron::{floating_ips, networks, Filter};
+use kuryr_openstack::octavia::loadbalancers as octavia_lbs;
+
+use crate::apiserver::{self, ApiServer};
+use crate::harness::{TestCloud, NS};
+
+const CLUSTER_IP: &str = "10.96.0.10";
+
+/// The Services side on `cloud`: a service subnet and an external network behind a router.
+struct Lb {
+    ctx: Arc<LbContext>,
+    api: ApiServer,
+    slices: Writer<EndpointSlice>,
+    klbs: Writer<KuryrLoadBalancer>,
+}
+
+async fn lb_harness(cloud: &TestCloud) -> Lb {
+    let c = &cloud.cloud;
+    let svc_net = networks::create(c, &networks::CreateNetwork::named("services"), &[])
+        .await
+        .unwrap();
+    let svc_subnet = subnets::create(c, &CreateSubnet::v4(&svc_net.id, "10.96.0.0/16"), &[])
+        .await
+        .unwrap();
+    let ext = networks::create(
+        c,
+        &networks::CreateNetwork {
+            router_external: Some(true),
+            ..networks::CreateNetwork::named("public")
+        },
+        &[],
+    )
+    .await
+    .unwrap();
+    subnets::create(c, &CreateSubnet::v4(&ext.id, "203.0.113.0/24"), &[])
+        .await
+        .unwrap();
+    let router = routers::create(
+        c,
+        &CreateRouter {
+            name: "router".into(),
+            external_gateway_info: Some(GatewayInfo {
+                network_id: ext.id.clone(),
+                enable_snat: None,
+            }),
+            project_id: None,
+        },
+        &[],
+    )
+    .await
+    .unwrap();
+    for s in [&svc_subnet.id, &cloud.subnet_id] {
+        routers::add_interface(c, &router.id, &Interface::Subnet(s.clone()))
+            .await
+            .unwrap();
+    }
+    cloud.sim.clear_calls();
+
+    let mut config = ServicesConfig::new(&svc_subnet.id);
+    config.member_subnet_id = Some(cloud.subnet_id.clone());
+    config.external_network_id = Some(ext.id);
+    // Every round acts at once: no burst to gather, no poll to wait out (cloudsim is instant).
+    config.coalesce = Duration::ZERO;
+    config.poll_min = Duration::ZERO;
+    let (client, api) = apiserver::client();
+    let (slices, slice_writer) = reflector::store();
+    let (klbs, klb_writer) = reflector::store();
+    let ctx = LbContext::new(
+        client,
+        c.clone(),
+        "reconcile-test".into(),
+        Some(cloud.project_id.clone()),
+        config,
+        Metrics::default(),
+        slices,
+        klbs,
+    );
+    Lb {
+        ctx: Arc::new(ctx),
+        api,
+        slices: slice_writer,
+        klbs: klb_writer,
+    }
+}
+
+fn service(type_: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some(type_.into()),
+            cluster_ip: Some(CLUSTER_IP.into()),
+            selector: Some(BTreeMap::from([("app".into(), "web".into())])),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                protocol: Some("TCP".into()),
+                target_port: Some(IntOrString::Int(8080)),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn slice(ips: &[&str]) -> EndpointSlice {
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some("web-abcde".into()),
+            namespace: Some(NS.into()),
+            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), "web".into())])),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: ips
+            .iter()
+            .map(|ip| Endpoint {
+                addresses: vec![(*ip).into()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    ..EndpointConditions::default()
+                }),
+                target_ref: Some(ObjectReference {
+                    kind: Some("Pod".into()),
+                    name: Some(format!("web-{ip}")),
+                    namespace: Some(NS.into()),
+                    ..ObjectReference::default()
+                }),
+                ..Endpoint::default()
+            })
+            .collect(),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            ..EndpointPort::default()
+        }]),
+    }
+}
+
+impl Lb {
+    fn svc_path() -> String {
+        apiserver::path("v1", NS, "services", "web")
+    }
+
+    fn klb_path() -> String {
+        apiserver::path("openstack.org/v1", NS, "kuryrloadbalancers", "web")
+    }
+
+    /// The Service (with endpoints `ips`) through the front end: its KuryrLoadBalancer is written.
+    async fn service_with(&mut self, type_: &str, ips: &[&str]) {
+        if self.api.get(&Self::svc_path()).is_none() {
+            self.api.put(&Self::svc_path(), &service(type_));
+        }
+        self.slices
+            .apply_watcher_event(&watcher::Event::Apply(slice(ips)));
+        let svc: Service = serde_json::from_value(self.api.get(&Self::svc_path()).unwrap()).unwrap();
+        frontend::reconcile(Arc::new(svc), self.ctx.clone())
+            .await
+            .unwrap();
+    }
+
+    fn klb(&self) -> KuryrLoadBalancer {
+        serde_json::from_value(self.api.get(&Self::klb_path()).expect("the front end wrote it")).unwrap()
+    }
+
+    /// One KuryrLoadBalancer reconcile on the object as the API server holds it (the watch's view).
+    async fn round(&mut self) -> KuryrLoadBalancer {
+        let klb = self.klb();
+        self.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
+        loadbalancers::reconcile(Arc::new(klb), self.ctx.clone())
+            .await
+            .unwrap();
+        self.klb()
+    }
+
+    /// Rounds until `Ready=True` (a few: finalizer, create, then ACTIVE); the object then.
+    async fn until_ready(&mut self) -> KuryrLoadBalancer {
+        for _ in 0..6 {
+            let klb = self.round().await;
+            if klb
+                .status
+                .as_ref()
+                .is_some_and(|s| is_condition_true(&s.conditions, READY))
+            {
+                return klb;
+            }
+        }
+        panic!("not Ready after 6 rounds: {:?}", self.klb().status);
+    }
+}
+
+fn ready_reason(klb: &KuryrLoadBalancer) -> String {
+    let st = klb.status.as_ref().unwrap();
+    find_condition(&st.conditions, READY).unwrap().reason.clone()
+}
+
+#[tokio::test]
+async fn a_new_service_gets_one_fully_populated_create_and_goes_ready() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.51"]).await;
+
+    let klb = lb.until_ready().await;
+
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+    for op in [
+        "octavia.listeners.create",
+        "octavia.pools.create",
+        "octavia.members.create",
+    ] {
+        assert_eq!(cloud.calls(op), 0, "{op}: the create carried the whole tree");
+    }
+    let st = klb.status.unwrap();
+    let rec = st.loadbalancer.expect("the LB recorded");
+    assert_eq!(rec.ip, CLUSTER_IP, "the VIP is the clusterIP");
+    assert_eq!((st.listeners.len(), st.pools.len(), st.members.len()), (1, 1, 2));
+}
+
+#[tokio::test]
+async fn an_endpoint_change_is_one_batch_member_replace() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.51"]).await;
+    lb.until_ready().await;
+    cloud.sim.clear_calls();
+
+    lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.52", "10.10.0.53"])
+        .await;
+    let klb = lb.round().await;
+    assert_eq!(ready_reason(&klb), "Updating");
+    let klb = lb.until_ready().await;
+
+    assert_eq!(cloud.calls("octavia.members.batch_update"), 1);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    let members: Vec<String> = klb.status.unwrap().members.iter().map(|m| m.ip.clone()).collect();
+    assert_eq!(members.len(), 3, "{members:?}");
+}
+
+#[tokio::test]
+async fn a_load_balancer_deleted_behind_our_back_is_built_again() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    let klb = lb.until_ready().await;
+    let old = klb.status.unwrap().loadbalancer.unwrap().id;
+    octavia_lbs::delete(&cloud.cloud, &old, true).await.unwrap();
+    cloud.sim.clear_calls();
+    // The next look is due (a drift check); the object is unchanged.
+    let mut klb = lb.klb();
+    klb.metadata.generation = Some(2);
+    lb.api.put(&Lb::klb_path(), &klb);
+
+    let klb = lb.until_ready().await;
+
+    let new = klb.status.unwrap().loadbalancer.unwrap().id;
+    assert_ne!(new, old);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+    assert!(lb
+        .api
+        .event_reasons()
+        .contains(&"LoadBalancerReplaced".to_owned()));
+}
+
+#[tokio::test]
+async fn a_type_load_balancer_service_gets_a_floating_ip_published_on_the_service() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("LoadBalancer", &["10.10.0.50"]).await;
+
+    let klb = lb.until_ready().await;
+
+    let fip = klb
+        .status
+        .unwrap()
+        .service_pub_ip_info
+        .expect("a floating IP")
+        .ip_addr;
+    let found = floating_ips::list(&cloud.cloud, Filter::new()).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].floating_ip_address, fip);
+    let svc = lb.api.get(&Lb::svc_path()).unwrap();
+    assert_eq!(svc["status"]["loadBalancer"]["ingress"][0]["ip"], fip.as_str());
+}
