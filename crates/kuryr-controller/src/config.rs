@@ -44,7 +44,7 @@ pub struct Config {
     /// NetworkPolicy enforcement (off unless enabled).
     pub policy: crate::policies::PolicyConfig,
     /// Services → Octavia; `None` leaves Services alone (no `--service-subnet`).
-    pub services: Option<crate::services::ServicesConfig>,
+    pub services: Option<crate::services::config::ServicesConfig>,
 }
 
 impl Config {

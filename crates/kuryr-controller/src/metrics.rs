@@ -26,8 +26,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::ports::pool::PoolState;
-
 /// Upper bounds (seconds) of the pod time-to-wire histogram.
 pub const WIRE_BUCKETS: [f64; 14] = [
     0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
@@ -250,8 +248,8 @@ impl Metrics {
     }
 
     /// Publishes every pool's load.
-    pub fn pools(&self, pools: &PoolState) {
-        pools.with(|pools| {
+    pub fn pools(&self, pools: &kuryr_core::Pools) {
+        {
             for pool in pools.iter() {
                 let key = pool.key();
                 let parent = match &key.parent {
@@ -270,7 +268,7 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(i64::from(load.pending));
             }
-        });
+        }
     }
 
     pub fn reconciled(&self, controller: &'static str) {

@@ -8,6 +8,8 @@ use std::fmt;
 pub const DEVICE_OWNER: &str = "compute:kuryr";
 /// `device_owner` Neutron gives a port once it is a trunk subport (it replaces ours).
 pub const SUBPORT_DEVICE_OWNER: &str = "trunk:subport";
+/// `device_owner` of a router's interface port on a subnet.
+pub const ROUTER_INTERFACE_DEVICE_OWNER: &str = "network:router_interface";
 
 /// Neutron's port status. Anything Neutron may add later reads as `Other`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -9,8 +9,7 @@ use kuryr_openstack::tagged::{TaggedObject, TaggedResource};
 use kuryr_openstack::Cloud;
 
 /// `device_owner` of a trunk subport.
-const SUBPORT_OWNER: &str = "trunk:subport";
-const ROUTER_INTERFACE: &str = "network:router_interface";
+use kuryr_core::neutron::{ROUTER_INTERFACE_DEVICE_OWNER as ROUTER_INTERFACE, SUBPORT_DEVICE_OWNER};
 
 fn gone_ok(r: kuryr_openstack::Result<()>) -> kuryr_openstack::Result<()> {
     match r {
@@ -25,7 +24,7 @@ pub async fn delete(cloud: &Cloud, l: &TaggedObject) -> kuryr_openstack::Result<
         TaggedResource::LoadBalancer => gone_ok(loadbalancers::delete(cloud, id, true).await),
         TaggedResource::FloatingIp => gone_ok(floating_ips::delete(cloud, id).await),
         TaggedResource::Port => {
-            if l.device_owner == SUBPORT_OWNER {
+            if l.device_owner == SUBPORT_DEVICE_OWNER {
                 detach(cloud, id).await?;
             }
             gone_ok(ports::delete(cloud, id).await)

@@ -13,7 +13,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::errors::{Error, Result};
-use crate::services::LbContext;
+use crate::services::context::LbContext;
 
 /// Makes the floating IP match `want` (attach to `vip_port_id`) or not. A requested `lb_ip` goes through
 /// the allow-list ([`claim_floating_ip`]): another project's, another object's or an already associated

@@ -14,6 +14,7 @@ pub mod locate;
 pub mod octavia;
 pub mod repair;
 pub mod round;
+pub mod service;
 pub mod status;
 
 use std::sync::Arc;
@@ -22,14 +23,20 @@ use std::time::Instant;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
-use kuryr_api::{finalizers, Api, KuryrLoadBalancer, ObjectReference, Resource, ResourceExt};
-use kuryr_core::owner::OwnerKind;
+use kuryr_api::{finalizers, Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_openstack::octavia::loadbalancers;
-use kuryr_openstack::{waiter, Owner};
+use kuryr_openstack::waiter;
 use tracing::{info, instrument, warn};
 
+use converge::{converge, Converged};
+use create::create;
+use expose::expose;
+use locate::{locate, Located};
+use round::Next;
+pub use service::owner;
+
 use crate::errors::{Error, Result};
-use crate::services::LbContext;
+use crate::services::context::LbContext;
 use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrloadbalancer";
@@ -65,33 +72,6 @@ pub async fn reconcile(klb: Arc<KuryrLoadBalancer>, ctx: Arc<LbContext>) -> Resu
     result
 }
 
-/// The Service's ownership: its uid (from the owner reference), else the KuryrLoadBalancer's.
-pub fn owner(ctx: &LbContext, klb: &KuryrLoadBalancer) -> Owner {
-    let uid = klb
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Service")
-        .map(|o| o.uid.clone())
-        .or_else(|| klb.uid())
-        .unwrap_or_default();
-    Owner::new(&ctx.cluster_id, OwnerKind::Service.as_str(), uid)
-}
-
-fn service_ref(klb: &KuryrLoadBalancer) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Service".into()),
-        name: klb.metadata.name.clone(),
-        namespace: klb.metadata.namespace.clone(),
-        uid: klb
-            .owner_references()
-            .iter()
-            .find(|o| o.kind == "Service")
-            .map(|o| o.uid.clone()),
-        ..ObjectReference::default()
-    }
-}
-
 async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     let uid = Uid::of(klb);
     if uid.as_str().is_empty() {
@@ -108,12 +88,31 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
         return Ok(Action::requeue(wait));
     }
     ctx.schedule().look_now(uid.as_str());
-    let next = round::run(api, klb, ctx, uid.clone()).await?;
+    let next = run(api, klb, ctx, uid.clone()).await?;
     if let Some(rv) = next.written.or(rv) {
         ctx.schedule()
             .due_in(uid.as_str(), rv, generation, next.after, Instant::now());
     }
     Ok(Action::requeue(next.after))
+}
+
+/// One round: prepare, then locate, create or converge, and expose.
+async fn run(
+    api: &Api<KuryrLoadBalancer>,
+    klb: &KuryrLoadBalancer,
+    ctx: &LbContext,
+    uid: Uid,
+) -> Result<Next> {
+    let mut round = round::prepare(api, klb, ctx, uid).await?;
+    let (lb, tree) = match locate(&mut round).await? {
+        Located::Found(lb, tree) => (*lb, tree),
+        Located::Missing => return create(&mut round).await,
+        Located::Again(next) => return Ok(next),
+    };
+    match converge(&mut round, lb, &tree).await? {
+        Converged::Active(lb) => expose(&mut round, &lb).await,
+        Converged::Working(next) => Ok(next),
+    }
 }
 
 /// Releases the floating IP and deletes every load balancer of the Service (cascade), waiting for them.

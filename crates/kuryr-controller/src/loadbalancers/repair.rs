@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::octavia;
 use super::round::Round;
-use super::service_ref;
+use super::service::service_ref;
 use crate::errors::Result;
 
 /// How long a replacement waits for the old load balancer's cascade delete.

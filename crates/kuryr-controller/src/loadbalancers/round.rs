@@ -1,8 +1,7 @@
-//! One round of the KuryrLoadBalancer controller, as steps that each do one thing and hand the next what
-//! it needs: [`prepare`] (the spec held to the allow-lists, the tree it asks for), [`locate`](super::locate)
-//! (which load balancer is ours), [`create`](super::create) (when there is none),
-//! [`converge`](super::converge) (repair, wait, or the next planned write) and [`expose`](super::expose)
-//! (floating IP, strays, Ready).
+//! What the steps of one KuryrLoadBalancer round share: [`prepare`] makes the [`Round`] (the spec held to
+//! the allow-lists, the tree it asks for, the status being built) that [`locate`](super::locate),
+//! [`create`](super::create), [`converge`](super::converge) and [`expose`](super::expose) work on, and
+//! each ends the round with a [`Next`].
 
 use std::time::{Duration, Instant};
 
@@ -12,13 +11,10 @@ use kuryr_api::{Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_core::lb::{desired_lb, enforce, AllowList, DesiredLb, Enforced, OctaviaCaps, Problem};
 use kuryr_openstack::Owner;
 
-use super::converge::{converge, Converged};
-use super::create::create;
-use super::expose::expose;
-use super::locate::{locate, Located};
-use super::{owner, service_ref, status};
+use super::service::{owner, service_ref};
+use super::status;
 use crate::errors::Result;
-use crate::services::LbContext;
+use crate::services::context::LbContext;
 use crate::toolkit::{Topic, Uid};
 
 /// What a round leaves: when the next one is due, and the resourceVersion of its status write if it made
@@ -114,28 +110,9 @@ impl Round<'_> {
     }
 }
 
-/// One round: prepare, then locate, create or converge, and expose.
-pub async fn run(
-    api: &Api<KuryrLoadBalancer>,
-    klb: &KuryrLoadBalancer,
-    ctx: &LbContext,
-    uid: Uid,
-) -> Result<Next> {
-    let mut round = prepare(api, klb, ctx, uid).await?;
-    let (lb, tree) = match locate(&mut round).await? {
-        Located::Found(lb, tree) => (*lb, tree),
-        Located::Missing => return create(&mut round).await,
-        Located::Again(next) => return Ok(next),
-    };
-    match converge(&mut round, lb, &tree).await? {
-        Converged::Active(lb) => expose(&mut round, &lb).await,
-        Converged::Working(next) => Ok(next),
-    }
-}
-
 /// The spec held to the operator's allow-lists first (nothing outside them reaches the cloud), the tree it
 /// asks for of this cloud's Octavia, and the problems with it told.
-async fn prepare<'a>(
+pub async fn prepare<'a>(
     api: &'a Api<KuryrLoadBalancer>,
     klb: &'a KuryrLoadBalancer,
     ctx: &'a LbContext,

@@ -3,7 +3,7 @@
 //! reconcile instead of leaving a second network behind.
 
 use kuryr_api::KuryrNetworkStatus;
-use kuryr_core::neutron::SUBPORT_DEVICE_OWNER;
+use kuryr_core::neutron::{ROUTER_INTERFACE_DEVICE_OWNER as ROUTER_INTERFACE, SUBPORT_DEVICE_OWNER};
 use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::networks::{self, CreateNetwork, Network};
 use kuryr_openstack::neutron::routers::{self, Interface};
@@ -18,7 +18,6 @@ use crate::errors::{Error, Result};
 
 /// Uid of the subnet pool this cluster creates when none is configured.
 pub const POOL_UID: &str = "namespaces";
-const ROUTER_INTERFACE: &str = "network:router_interface";
 
 pub fn owner(ctx: &Context, kn_uid: &str) -> Owner {
     Owner::new(&ctx.config.cluster_id, OwnerKind::KuryrNetwork.as_str(), kn_uid)

@@ -175,7 +175,7 @@ pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
                 "pools rebuilt from Neutron"
             );
             ctx.pools.with(|pools| *pools = found.pools);
-            ctx.metrics.pools(&ctx.pools);
+            publish(ctx);
             Ok::<_, Error>(())
         })
         .await?;
@@ -232,7 +232,7 @@ fn take(
     let taken = ctx
         .pools
         .with(|p| p.entry(target.key.clone(), defaults).take(pod_uid, sgs));
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
     taken
 }
 
@@ -315,7 +315,7 @@ pub fn give_back(ctx: &Context, target: &Target, port_id: &str) {
             pool.add_free(port_id, sgs);
         }
     });
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
 }
 
 /// A released port (`vif`) goes back to its pool: recorded so the next take needs no list.
@@ -339,7 +339,7 @@ pub fn returned(ctx: &Context, key: &PoolKey, vif: &Vif, sgs: BTreeSet<String>) 
     let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
     ctx.pools
         .with(|p| p.entry(key.clone(), &defaults).add_free(&vif.port_id, sgs));
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
 }
 
 /// Whether `port_id` was made for a pool (created by a refill, or listed with the pool tags at rebuild).
@@ -430,14 +430,14 @@ async fn create_batch_once(
     ctx.pools.with(|p| {
         p.entry(target.key.clone(), defaults).begin_create(n);
     });
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
     let failed = |ctx: &Context| {
         ctx.pools.with(|p| {
             if let Some(pool) = p.get_mut(&target.key) {
                 pool.create_failed(n);
             }
         });
-        ctx.metrics.pools(&ctx.pools);
+        publish(ctx);
     };
     let created = match ports::bulk_create(&ctx.cloud, &reqs).await {
         Ok(c) => c,
@@ -476,7 +476,7 @@ async fn create_batch_once(
             pool.create_failed(short);
         }
     });
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
     info!(node = target.node_name, ports = ids.len(), "pool refilled");
     Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX))
 }
@@ -543,8 +543,13 @@ pub async fn maintain(ctx: &Arc<Context>, live: &BTreeSet<PoolParent>) -> Result
         }
         spawn_top_up(ctx, target);
     }
-    ctx.metrics.pools(&ctx.pools);
+    publish(ctx);
     Ok(())
+}
+
+/// Publishes every pool's load in the metrics.
+fn publish(ctx: &Context) {
+    ctx.pools.with(|p| ctx.metrics.pools(p));
 }
 
 /// Detaches (nested: one `remove_subports` for all) and deletes free ports taken out of a pool.

@@ -1,7 +1,8 @@
 //! The node VMs' trunks (nested-vlan): each node's parent port and trunk, found from the Node's InternalIPs
 //! and cached (a VM keeps its port for life), and the VLAN ids of each trunk's subports. The VLAN book of a
 //! trunk is rebuilt from its subports on first use, so Neutron stays the truth; every path that does not end
-//! in a committed subport releases its id. This is the only place that adds or removes subports.
+//! in a committed subport releases its id. Every reconcile adds and removes subports here (the garbage
+//! collector detaches the orphans it deletes on its own: it keeps no VLAN book).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};

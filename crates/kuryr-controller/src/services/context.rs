@@ -10,8 +10,8 @@ use kuryr_api::KuryrLoadBalancer;
 use kuryr_core::lb::{Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
+use super::config::ServicesConfig;
 use super::member_subnets::SubnetBook;
-use super::ServicesConfig;
 use crate::metrics::Metrics;
 use crate::toolkit::{lock, Events, Ledger, Reconciler};
 

@@ -1,0 +1,103 @@
+//! Settings of the Services side, and the allow-lists every KuryrLoadBalancer is held to.
+
+use std::time::Duration;
+
+use kuryr_core::lb::AllowList;
+
+/// Settings of the Services side.
+#[derive(Clone, Debug)]
+pub struct ServicesConfig {
+    /// VIP subnet: the subnet holding the cluster's service IP range (clusterIPs are the VIPs).
+    pub service_subnet_id: String,
+    /// Subnet of the members (the pod subnet); `None` lets Octavia use the VIP subnet.
+    pub member_subnet_id: Option<String>,
+    /// External network floating IPs of type=LoadBalancer Services come from; `None`: no floating IPs.
+    pub external_network_id: Option<String>,
+    /// Octavia provider when a Service names none (`openstack.org/kuryr-lb-provider`); `None`: Octavia's
+    /// default.
+    pub provider: Option<String>,
+    /// What Octavia's default provider is, for the feature gates when no provider is named.
+    pub default_provider: String,
+    /// Whether `default/kubernetes` gets a load balancer (pods reach the API servers through it).
+    pub default_kubernetes: DefaultKubernetes,
+    /// Providers a Service may name besides `provider` (`openstack.org/kuryr-lb-provider`); empty: only
+    /// `provider`. Anything else is refused (docs/security.md).
+    pub allowed_providers: Vec<String>,
+    /// External networks a Service's `loadBalancerIP` may be on, besides `external_network_id`.
+    pub floating_ip_networks: Vec<String>,
+    /// Ranges a `loadBalancerIP` must fall in; empty: any address of the allowed networks.
+    pub floating_ip_cidrs: Vec<kuryr_core::policy::Cidr>,
+    /// An LB (or part of its tree) PENDING_* this long is replaced.
+    pub pending_limit: Duration,
+    /// Periodic check that Octavia still has every listener, pool and member.
+    pub drift_interval: Duration,
+    /// Endpoint changes closer together than this go out as one member replace.
+    pub coalesce: Duration,
+    /// Polls of a pending load balancer start here and grow by half up to `poll_max`.
+    pub poll_min: Duration,
+    pub poll_max: Duration,
+}
+
+impl ServicesConfig {
+    pub fn new(service_subnet_id: impl Into<String>) -> Self {
+        Self {
+            service_subnet_id: service_subnet_id.into(),
+            member_subnet_id: None,
+            external_network_id: None,
+            provider: None,
+            default_provider: "amphora".into(),
+            default_kubernetes: DefaultKubernetes::Auto,
+            allowed_providers: Vec::new(),
+            floating_ip_networks: Vec::new(),
+            floating_ip_cidrs: Vec::new(),
+            // Upstream's lbaas_activation_timeout; amphora LBs take minutes on real clouds.
+            pending_limit: Duration::from_secs(300),
+            drift_interval: Duration::from_secs(300),
+            coalesce: Duration::from_millis(300),
+            poll_min: Duration::from_millis(200),
+            poll_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Who gives `default/kubernetes` its load balancer. The Service is the cluster's, not a namespace's: a
+/// controller scoped to one namespace (`--namespace`) does not see it unless told to serve it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DefaultKubernetes {
+    /// Served when the controller sees it: it watches every namespace, or `default`.
+    Auto,
+    /// Served also by a controller scoped to another namespace (one such controller per cluster).
+    #[value(alias = "true")]
+    Always,
+    /// Never: something else (the installer, a cloud LB) makes pods reach the API servers. A load balancer
+    /// made earlier is released, also by a controller scoped to another namespace (how an uninstall
+    /// releases it, docs/operations.md).
+    #[value(alias = "false")]
+    Never,
+}
+
+impl ServicesConfig {
+    /// A load balancer for `default/kubernetes` when the front end meets that Service.
+    pub fn serves_default_kubernetes(&self) -> bool {
+        self.default_kubernetes != DefaultKubernetes::Never
+    }
+
+    /// The allow-lists every KuryrLoadBalancer is held to; `project`: the controller's project.
+    pub fn allow_list(&self, project: Option<String>) -> AllowList {
+        let mut fip_networks: Vec<String> = self.external_network_id.iter().cloned().collect();
+        for n in &self.floating_ip_networks {
+            if !fip_networks.contains(n) {
+                fip_networks.push(n.clone());
+            }
+        }
+        AllowList {
+            default_provider: self.provider.clone(),
+            providers: self.allowed_providers.clone(),
+            vip_subnet: self.service_subnet_id.clone(),
+            project,
+            fip_networks,
+            fip_create_network: self.external_network_id.clone(),
+            fip_cidrs: self.floating_ip_cidrs.clone(),
+        }
+    }
+}
