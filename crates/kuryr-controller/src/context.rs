@@ -10,8 +10,8 @@ use kuryr_openstack::Cloud;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::ports::book::PortBook;
-use crate::ports::macvlan::MacvlanState;
-use crate::ports::pool::PoolState;
+use crate::ports::macvlan_state::MacvlanState;
+use crate::ports::pool_state::PoolState;
 use crate::ports::trunk::Trunks;
 use crate::toolkit::{Events, Ledger, Reconciler};
 
@@ -75,6 +75,11 @@ impl Context {
 
     pub fn node(&self, name: &str) -> Option<std::sync::Arc<Node>> {
         self.nodes.get(&ObjectRef::new(name))
+    }
+
+    /// Whether namespace `ns` is this controller's (see [`crate::scope::selected`]).
+    pub async fn selected(&self, ns: &str) -> crate::Result<bool> {
+        crate::scope::selected(&self.client, &self.config, &self.selected_namespaces, ns).await
     }
 
     pub fn kuryrport(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrPort>> {

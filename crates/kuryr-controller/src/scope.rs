@@ -12,7 +12,6 @@ use kube::runtime::watcher;
 use kuryr_api::{Api, ListParams, Namespace};
 
 use crate::config::Config;
-use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::toolkit::lock;
 
@@ -43,14 +42,19 @@ impl SelectedCache {
 /// namespaces (several clusters, or a test, sharing one API server): there it neither wires, nor releases,
 /// nor touches finalizers. A namespace being deleted keeps its labels, so it still matches and its cleanup
 /// runs. A namespace relabelled out of the selector is left to whichever controller selects it now.
-pub async fn selected(ctx: &Context, ns: &str) -> Result<bool> {
-    let Some(selector) = &ctx.config.namespace_selector else {
+pub async fn selected(
+    client: &kube::Client,
+    config: &Config,
+    cache: &SelectedCache,
+    ns: &str,
+) -> Result<bool> {
+    let Some(selector) = &config.namespace_selector else {
         return Ok(true);
     };
-    if let Some(yes) = ctx.selected_namespaces.get(ns, Instant::now()) {
+    if let Some(yes) = cache.get(ns, Instant::now()) {
         return Ok(yes);
     }
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let params = ListParams::default()
         .labels(selector)
         .fields(&format!("metadata.name={ns}"));
@@ -59,7 +63,7 @@ pub async fn selected(ctx: &Context, ns: &str) -> Result<bool> {
         .await
         .map_err(Error::kube("list_namespaces"))?;
     let yes = !found.items.is_empty();
-    ctx.selected_namespaces.put(ns, yes, Instant::now());
+    cache.put(ns, yes, Instant::now());
     Ok(yes)
 }
 

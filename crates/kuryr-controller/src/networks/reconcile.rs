@@ -40,7 +40,7 @@ const RESYNC: Duration = Duration::from_secs(600);
 pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = kn.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
-    if !crate::scope::selected(&ctx, &ns).await? {
+    if !ctx.selected(&ns).await? {
         // Another controller's (several clusters sharing one API server): neither make nor delete it.
         return Ok(Action::await_change());
     }

@@ -37,7 +37,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = pod.name_any();
     let uid = Uid::of(pod.as_ref());
-    if !crate::scope::selected(&ctx, &ns).await? {
+    if !ctx.selected(&ns).await? {
         // Another controller's namespace: its pods are neither wired nor released here.
         return Ok(Action::requeue(RESYNC));
     }

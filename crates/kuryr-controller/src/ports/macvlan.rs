@@ -10,8 +10,7 @@
 //! the update, and two pairings of one port in flight at once were both accepted on the lab's ML2/OVN — the
 //! database kept both pairs, OVN's port security only the second, and the first pod was cut off.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, Subnet};
@@ -28,20 +27,12 @@ use tracing::{info, warn};
 use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
+pub use crate::ports::macvlan_state::MacvlanState;
 use crate::ports::podport;
 use crate::toolkit::lock;
 
 /// Read-modify-write rounds of the VM port's pairs before giving up for this reconcile.
 const PAIR_TRIES: u32 = 5;
-
-/// Node VM ports and VRRP MACs in use per network, each learnt from Neutron on first use.
-#[derive(Default)]
-pub struct MacvlanState {
-    vm_ports: Mutex<HashMap<String, String>>,
-    macs: Mutex<HashMap<String, VrrpMacs>>,
-    /// One pairs writer at a time per VM port (see the module docs).
-    writers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
 
 /// The lock a writer of `vm_port_id`'s address pairs holds from its read to its write.
 fn writer_of(ctx: &Context, vm_port_id: &str) -> Arc<tokio::sync::Mutex<()>> {

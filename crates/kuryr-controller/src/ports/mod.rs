@@ -5,9 +5,11 @@
 pub mod allocate;
 pub mod book;
 pub mod macvlan;
+pub mod macvlan_state;
 pub mod nested_vlan;
 pub mod podport;
 pub mod pool;
+pub mod pool_state;
 pub mod reconcile;
 pub mod status;
 pub mod trunk;

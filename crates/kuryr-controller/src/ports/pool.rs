@@ -10,88 +10,27 @@
 //! rebuilds the pools from the tagged ports no KuryrPort status names (a port taken but never written to a
 //! status goes back to its pool) and deletes tagged ports attached nowhere (a refill cut short).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use kuryr_api::Vif;
-use kuryr_core::neutron::{NeutronPort, Subnet, SUBPORT_DEVICE_OWNER};
+use kuryr_core::neutron::{NeutronPort, SUBPORT_DEVICE_OWNER};
 use kuryr_core::pool::{rebuild, PoolKey, PoolParent, Taken};
 use kuryr_core::pool_sizing::batches;
 use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
-use kuryr_core::{OwnerKind, Pools, VifDriver};
+use kuryr_core::{OwnerKind, VifDriver};
 use kuryr_openstack::neutron::{ports, security_groups, trunks, Filter};
 use kuryr_openstack::Owner;
-use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
 use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
-use crate::ports::trunk::Parent;
-use crate::toolkit::lock;
+pub use crate::ports::pool_state::{PoolState, Target};
 
 /// Rounds of "take, else refill" before a pod gives up for this reconcile (others may take what a refill
 /// made; the surge sizing makes more than one round rare).
 const ACQUIRE_ROUNDS: u32 = 4;
-
-/// What a pool's port is created for and attached to.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub key: PoolKey,
-    pub node_name: String,
-    /// nested-vlan: the trunk the ports become subports of; `None` for neutron-vif (bound to the host).
-    pub parent: Option<Parent>,
-    pub subnet: Subnet,
-}
-
-/// The pools and what the controller knows of their ports.
-#[derive(Default)]
-pub struct PoolState {
-    pools: Mutex<Pools>,
-    /// Neutron's view of each pool port (MAC, IPs, SGs), so taking one needs no list.
-    details: Mutex<HashMap<String, NeutronPort>>,
-    /// One refill at a time per pool.
-    refills: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
-    /// Target of each pool (for top-ups and drains without a pod at hand).
-    targets: Mutex<BTreeMap<PoolKey, Target>>,
-    rebuilt: OnceCell<()>,
-    default_sgs: OnceCell<BTreeSet<String>>,
-}
-
-impl PoolState {
-    pub fn with<R>(&self, f: impl FnOnce(&mut Pools) -> R) -> R {
-        f(&mut lock(&self.pools))
-    }
-
-    fn refill_lock(&self, key: &PoolKey) -> Arc<tokio::sync::Mutex<()>> {
-        lock(&self.refills).entry(key.clone()).or_default().clone()
-    }
-
-    fn detail(&self, port_id: &str) -> Option<NeutronPort> {
-        lock(&self.details).get(port_id).cloned()
-    }
-
-    fn remember(&self, port: NeutronPort) {
-        lock(&self.details).insert(port.id.clone(), port);
-    }
-
-    fn forget_port(&self, port_id: &str) {
-        lock(&self.details).remove(port_id);
-    }
-
-    pub fn targets(&self) -> Vec<Target> {
-        lock(&self.targets).values().cloned().collect()
-    }
-
-    fn set_target(&self, target: &Target) {
-        lock(&self.targets).insert(target.key.clone(), target.clone());
-    }
-
-    fn drop_target(&self, key: &PoolKey) {
-        lock(&self.targets).remove(key);
-        lock(&self.refills).remove(key);
-    }
-}
 
 pub fn owner(ctx: &Context) -> Owner {
     Owner::new(

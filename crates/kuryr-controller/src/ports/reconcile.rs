@@ -36,7 +36,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = kp.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
-    if !crate::scope::selected(&ctx, &ns).await? {
+    if !ctx.selected(&ns).await? {
         // Another controller's namespace: the KuryrPort finalizer's name is shared (upstream's), so acting
         // here would allocate or release a second time.
         return Ok(Action::requeue(RESYNC));
