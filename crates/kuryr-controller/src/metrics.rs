@@ -249,25 +249,23 @@ impl Metrics {
 
     /// Publishes every pool's load.
     pub fn pools(&self, pools: &kuryr_core::Pools) {
-        {
-            for pool in pools.iter() {
-                let key = pool.key();
-                let parent = match &key.parent {
-                    PoolParent::Trunk(t) => format!("trunk:{t}"),
-                    PoolParent::Host(h) => format!("host:{h}"),
-                };
-                let labels = [("parent", parent), ("network", key.network_id.clone())];
-                let load = pool.load();
-                self.pool_free_ports
-                    .get_or_create(&labels)
-                    .set(i64::from(load.free));
-                self.pool_in_flight_ports
-                    .get_or_create(&labels)
-                    .set(i64::from(load.in_flight));
-                self.pool_waiting_pods
-                    .get_or_create(&labels)
-                    .set(i64::from(load.pending));
-            }
+        for pool in pools.iter() {
+            let key = pool.key();
+            let parent = match &key.parent {
+                PoolParent::Trunk(t) => format!("trunk:{t}"),
+                PoolParent::Host(h) => format!("host:{h}"),
+            };
+            let labels = [("parent", parent), ("network", key.network_id.clone())];
+            let load = pool.load();
+            self.pool_free_ports
+                .get_or_create(&labels)
+                .set(i64::from(load.free));
+            self.pool_in_flight_ports
+                .get_or_create(&labels)
+                .set(i64::from(load.in_flight));
+            self.pool_waiting_pods
+                .get_or_create(&labels)
+                .set(i64::from(load.pending));
         }
     }
 

@@ -16,10 +16,7 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
         return Ok(Next::wait(wait));
     }
     let ctx = round.ctx;
-    round.st.loadbalancer = None;
-    round.st.listeners.clear();
-    round.st.pools.clear();
-    round.st.members.clear();
+    status::forget_lb(&mut round.st);
     let op = Op::CreateLoadBalancer(round.desired.clone());
     let Done::Created(created) =
         octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await?

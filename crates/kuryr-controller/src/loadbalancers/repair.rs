@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use super::octavia;
 use super::round::Round;
 use super::service::service_ref;
+use super::status;
 use crate::errors::Result;
 
 /// How long a replacement waits for the old load balancer's cascade delete.
@@ -50,10 +51,7 @@ pub async fn replace(round: &mut Round<'_>, lb: &LoadBalancer, kind: RepairKind,
         waiter::wait_lb_deleted(&ctx.cloud, &lb.id, &delete_wait()).await?;
     }
     ctx.schedule().settled(round.uid.as_str());
-    round.st.loadbalancer = None;
-    round.st.listeners.clear();
-    round.st.pools.clear();
-    round.st.members.clear();
+    status::forget_lb(&mut round.st);
     Ok(())
 }
 

@@ -121,6 +121,14 @@ pub fn supported(st: &mut KuryrLoadBalancerStatus, generation: Option<i64>, prob
     set_condition(&mut st.conditions, c.with_observed_generation(generation));
 }
 
+/// The status names no load balancer any more (it is being replaced, or created anew).
+pub fn forget_lb(st: &mut KuryrLoadBalancerStatus) {
+    st.loadbalancer = None;
+    st.listeners.clear();
+    st.pools.clear();
+    st.members.clear();
+}
+
 /// Writes the status subresource if it changed; the object's new resourceVersion when it did.
 pub async fn write(
     api: &Api<KuryrLoadBalancer>,

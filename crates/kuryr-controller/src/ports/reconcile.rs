@@ -60,7 +60,7 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
 
 /// Allocate when there is no port yet, else poll it until ACTIVE.
 async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
-    let pod_uid = Uid::from(kp.spec.pod_uid.as_str());
+    let pod_uid = pod_uid(kp);
     ctx.book.first_seen(&pod_uid);
     let mut st = ctx.book.status_of(kp);
     if st.vifs.is_empty() {
@@ -155,6 +155,11 @@ async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
     vif
 }
 
+/// The uid of the KuryrPort's pod: its wiring clock and its Events are kept under it.
+fn pod_uid(kp: &KuryrPort) -> Uid {
+    Uid::from(kp.spec.pod_uid.as_str())
+}
+
 /// Delay before the pod's next ACTIVE poll.
 fn next_poll(ctx: &Context, pod_uid: &Uid) -> std::time::Duration {
     ctx.book
@@ -163,7 +168,7 @@ fn next_poll(ctx: &Context, pod_uid: &Uid) -> std::time::Duration {
 
 /// Every port ACTIVE and written: record the time to wire (once per pod).
 fn wired(ctx: &Context, kp: &KuryrPort) -> Action {
-    if let Some(took) = ctx.book.wired(&Uid::from(kp.spec.pod_uid.as_str())) {
+    if let Some(took) = ctx.book.wired(&pod_uid(kp)) {
         ctx.metrics.wired(took);
         info!(took_ms = took.as_millis(), "port ACTIVE");
     }
@@ -210,7 +215,7 @@ async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
     }
     ctx.metrics.calls_per_op("release", calls);
     info!("ports released");
-    let pod_uid = Uid::from(kp.spec.pod_uid.as_str());
+    let pod_uid = pod_uid(kp);
     ctx.book.forget(&uid, &pod_uid);
     ctx.ledger.forget(&uid);
     ctx.ledger.forget(&pod_uid);

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::watcher;
 use kuryr_api::k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
-use kuryr_api::{KuryrPort, KuryrPortSpec, ObjectMeta};
+use kuryr_api::port::DEFAULT_IFNAME;
+use kuryr_api::{KuryrPort, KuryrPortSpec, ObjectMeta, Vif};
 use kuryr_cloudsim::{Profile, Sim, SimHandle};
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::{Config, Context};
@@ -196,6 +197,11 @@ fn node(ip: &str) -> Node {
     }
 }
 
+/// The eth0 VIF a KuryrPort's status records.
+pub fn vif(kp: &KuryrPort) -> &Vif {
+    &kp.status.as_ref().expect("status written").vifs[DEFAULT_IFNAME].vif
+}
+
 /// A KuryrPort of pod `name` (uid `pod-<name>`) on [`NODE`], with its finalizer, as the Pod front end makes it.
 pub fn kuryrport(name: &str) -> KuryrPort {
     KuryrPort {
@@ -228,6 +234,13 @@ impl Harness {
     ) -> kuryr_controller::Result<kube::runtime::controller::Action> {
         let fut = kuryr_controller::ports::reconcile::reconcile(Arc::new(kp.clone()), self.ctx.clone());
         tokio::spawn(fut).await.unwrap()
+    }
+
+    /// Pod `name`'s KuryrPort put in, reconciled once, and read back: a wired pod.
+    pub async fn wired(&mut self, name: &str) -> KuryrPort {
+        let kp = self.add_kuryrport(&kuryrport(name));
+        self.reconcile(&kp).await.unwrap();
+        self.kuryrport_now(&kp)
     }
 
     /// Puts `kp` in the API server and the cache; returns it as stored.

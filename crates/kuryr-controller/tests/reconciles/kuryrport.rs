@@ -1,13 +1,12 @@
 //! The KuryrPort reconcile: a port of its own, a pool miss and a pool hit, and what a crash left behind.
 
 use kuryr_api::conditions::{is_condition_true, READY};
-use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_core::owner::OwnerKind;
 use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 use kuryr_openstack::Owner;
 
-use crate::harness::{harness, kuryrport, TestCloud};
+use crate::harness::{harness, kuryrport, vif, TestCloud};
 
 #[tokio::test]
 async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_status() {
@@ -19,7 +18,7 @@ async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_sta
 
     let kp = h.kuryrport_now(&kp);
     let st = kp.status.as_ref().expect("status written");
-    let vif = &st.vifs[DEFAULT_IFNAME].vif;
+    let vif = vif(&kp);
     assert!(vif.active, "cloudsim's subport goes ACTIVE at once");
     assert!(is_condition_true(&st.conditions, READY));
     assert_eq!(vif.trunk_id.as_deref(), Some(cloud.trunk_id.as_str()));
@@ -51,16 +50,13 @@ async fn a_pool_miss_refills_in_one_bulk_create_and_the_next_pod_is_a_pool_hit()
     let made = cloud.pod_ports().await;
     assert!(made.len() > 1, "the refill made spares: {made:?}");
     let first = h.sync_cache(&first);
-    let first_port = first.status.as_ref().unwrap().vifs[DEFAULT_IFNAME]
-        .vif
-        .port_id
-        .clone();
+    let first_port = vif(&first).port_id.clone();
 
     let second = h.add_kuryrport(&kuryrport("web-1"));
     h.reconcile(&second).await.unwrap();
 
     let second = h.kuryrport_now(&second);
-    let second_port = &second.status.as_ref().unwrap().vifs[DEFAULT_IFNAME].vif.port_id;
+    let second_port = &vif(&second).port_id;
     assert!(made.contains(second_port), "a port the first refill made");
     assert_ne!(second_port, &first_port);
     assert_eq!(
@@ -92,7 +88,7 @@ async fn ports_a_crash_left_tagged_for_the_pod_are_deleted_before_the_status_nam
     h.reconcile(&kp).await.unwrap();
 
     let kp = h.kuryrport_now(&kp);
-    let vif = &kp.status.as_ref().unwrap().vifs[DEFAULT_IFNAME].vif;
+    let vif = vif(&kp);
     assert_ne!(vif.port_id, leftover.id);
     let gone = ports::get(&cloud.cloud, &leftover.id).await.unwrap_err();
     assert!(gone.is_not_found(), "{gone}");

@@ -2,12 +2,11 @@
 
 use std::collections::BTreeSet;
 
-use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_controller::ports::{allocate, pool};
 use kuryr_core::pool::{PoolKey, PoolParent};
 use kuryr_core::PoolLimits;
 
-use crate::harness::{harness, kuryrport, TestCloud};
+use crate::harness::{harness, kuryrport, vif, TestCloud};
 
 /// Ids of the free ports of the node's pool.
 fn free(h: &crate::harness::Harness, cloud: &TestCloud) -> Vec<String> {
@@ -29,9 +28,7 @@ fn key(cloud: &TestCloud) -> PoolKey {
 async fn a_pool_above_its_high_watermark_is_trimmed_to_it() {
     let cloud = TestCloud::start().await;
     let mut before = harness(&cloud, |_| {});
-    let kp = before.add_kuryrport(&kuryrport("web-0"));
-    before.reconcile(&kp).await.unwrap();
-    let kp = before.kuryrport_now(&kp);
+    let kp = before.wired("web-0").await;
     drop(before);
     // Restarted with a lower high watermark: the rebuilt pool is above it.
     let mut h = harness(&cloud, |c| c.pool_limits = PoolLimits::new(1, 3, 8).unwrap());
@@ -58,13 +55,8 @@ async fn a_pool_above_its_high_watermark_is_trimmed_to_it() {
 async fn after_a_restart_the_pool_is_rebuilt_from_its_tagged_ports_that_no_status_names() {
     let cloud = TestCloud::start().await;
     let mut before = harness(&cloud, |_| {});
-    let kp = before.add_kuryrport(&kuryrport("web-0"));
-    before.reconcile(&kp).await.unwrap();
-    let kp = before.kuryrport_now(&kp);
-    let taken = kp.status.as_ref().unwrap().vifs[DEFAULT_IFNAME]
-        .vif
-        .port_id
-        .clone();
+    let kp = before.wired("web-0").await;
+    let taken = vif(&kp).port_id.clone();
     let made: BTreeSet<String> = cloud.pod_ports().await.into_iter().collect();
     drop(before);
 
@@ -84,10 +76,8 @@ async fn after_a_restart_the_pool_is_rebuilt_from_its_tagged_ports_that_no_statu
 async fn a_released_pool_port_goes_back_to_its_pool() {
     let cloud = TestCloud::start().await;
     let mut h = harness(&cloud, |_| {});
-    let kp = h.add_kuryrport(&kuryrport("web-0"));
-    h.reconcile(&kp).await.unwrap();
-    let kp = h.kuryrport_now(&kp);
-    let vif = kp.status.as_ref().unwrap().vifs[DEFAULT_IFNAME].vif.clone();
+    let kp = h.wired("web-0").await;
+    let vif = vif(&kp).clone();
     let free_before = free(&h, &cloud).len();
 
     allocate::release(&h.ctx, &vif, &kp.spec.pod_node_name)
