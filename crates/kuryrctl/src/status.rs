@@ -37,6 +37,90 @@ pub struct CloudPort<'a> {
     pub on_trunk: Option<(&'a str, u32)>,
 }
 
+/// The node VM's port a nested-macvlan VIF names (`parentPortId`), as the cloud has it.
+#[derive(Debug, Clone, Copy)]
+pub enum ParentPort<'a> {
+    /// The VIF names no parent port.
+    Unnamed,
+    /// Neutron has no such port.
+    Missing,
+    /// It could not be read (the reason).
+    Unreadable(&'a str),
+    Found(&'a ports::Port),
+}
+
+/// Drift between a nested-macvlan VIF and its node VM's port, which is what carries the pod's traffic:
+/// the VM port must pair the pod's IP with the VIF's VRRP MAC (the pod's macvlan sends with that MAC, and
+/// OVN's port security drops what the pairs do not allow), keep the MAC by which the node finds its NIC
+/// (`parentMac`), and be bound to a host. Neutron's `status` of the VM port is not checked: on ML2/OVN it
+/// can read DOWN for minutes while the port is bound and passes traffic (docs/pod-networking.md).
+pub fn macvlan_parent_drift(vif: &kuryr_api::Vif, parent: ParentPort<'_>) -> Vec<String> {
+    let id = vif.parent_port_id.as_deref().unwrap_or_default();
+    let vm = match parent {
+        ParentPort::Unnamed => return vec!["status names no parent (VM) port".into()],
+        ParentPort::Missing => return vec![format!("parent port {id} missing")],
+        ParentPort::Unreadable(why) => return vec![format!("cannot read parent port {id}: {why}")],
+        ParentPort::Found(p) => p,
+    };
+    let mut d = Vec::new();
+    let ips: Vec<&str> = vif.ips.iter().map(|i| i.address.as_str()).collect();
+    if ips.is_empty() {
+        d.push("status has no IP to pair".into());
+    }
+    match vif.vrrp_mac.as_deref() {
+        None => d.push("status has no VRRP MAC".into()),
+        Some(want) => {
+            for ip in &ips {
+                let pairs: Vec<&ports::AddressPair> = vm
+                    .allowed_address_pairs
+                    .iter()
+                    .filter(|p| p.ip_address == *ip)
+                    .collect();
+                let same_mac = |p: &&ports::AddressPair| {
+                    p.mac_address
+                        .as_deref()
+                        .is_some_and(|m| m.eq_ignore_ascii_case(want))
+                };
+                if pairs.is_empty() {
+                    d.push(format!("parent port {id} has no address pair for {ip}"));
+                } else if !pairs.iter().any(same_mac) {
+                    let macs: Vec<&str> = pairs
+                        .iter()
+                        .map(|p| p.mac_address.as_deref().unwrap_or("its own MAC"))
+                        .collect();
+                    d.push(format!(
+                        "parent port {id} pairs {ip} with {}, status says {want}",
+                        macs.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(mac) = vif.parent_mac.as_deref() {
+        if !vm.mac_address.eq_ignore_ascii_case(mac) {
+            d.push(format!(
+                "parent port {id} has MAC {}, status says {mac}",
+                vm.mac_address
+            ));
+        }
+    }
+    // (`binding:*` is admin-only by Neutron's default policy: hidden, it is not judged.)
+    let hidden = vm.binding_vif_type.is_empty();
+    if !hidden
+        && (vm.binding_host_id.is_empty()
+            || matches!(vm.binding_vif_type.as_str(), "unbound" | "binding_failed"))
+    {
+        d.push(format!(
+            "parent port {id} is not bound (host {:?}, vif_type {:?})",
+            vm.binding_host_id, vm.binding_vif_type
+        ));
+    }
+    if !vm.admin_state_up {
+        d.push(format!("parent port {id} is administratively down"));
+    }
+    d
+}
+
 /// Drift between a KuryrPort's VIF and its port in the cloud.
 pub fn pod_drift(vif: &kuryr_api::Vif, port: Option<CloudPort<'_>>) -> Vec<String> {
     let Some(p) = port else {
@@ -166,6 +250,25 @@ async fn pod_rows(
                 .map(move |s| (s.port_id, (t.id.clone(), s.segmentation_id)))
         })
         .collect();
+    // The node VM ports nested-macvlan VIFs name, each read once.
+    let mut parents: BTreeMap<String, Result<ports::Port, String>> = BTreeMap::new();
+    for kp in &kps {
+        for pv in kp.status.iter().flat_map(|s| s.vifs.values()) {
+            let vif = &pv.vif;
+            let Some(id) = vif.parent_port_id.as_deref() else {
+                continue;
+            };
+            if vif.vif_type != kuryr_api::VifType::NestedMacvlan || parents.contains_key(id) {
+                continue;
+            }
+            let read = match ports::get(cloud, id).await {
+                Ok(p) => Ok(p),
+                Err(e) if e.is_not_found() => Err(String::new()),
+                Err(e) => Err(e.to_string()),
+            };
+            parents.insert(id.to_owned(), read);
+        }
+    }
     let mut rows = Vec::new();
     for kp in &kps {
         let vifs = kp.status.as_ref().map(|s| s.vifs.clone()).unwrap_or_default();
@@ -195,17 +298,34 @@ async fn pod_rows(
                 on_trunk: on_trunk.get(&p.id).map(|(t, v)| (t.as_str(), *v)),
             });
             let ip = vif.ips.first().map(|i| i.address.clone()).unwrap_or_default();
+            let mut drift = pod_drift(vif, cp);
+            let mut detail = format!(
+                "vlan {} ip {ip} node {}",
+                vif.vlan_id.map_or("-".to_owned(), |v| v.to_string()),
+                kp.spec.pod_node_name
+            );
+            if vif.vif_type == kuryr_api::VifType::NestedMacvlan {
+                let parent = match vif.parent_port_id.as_deref().and_then(|id| parents.get(id)) {
+                    None => ParentPort::Unnamed,
+                    Some(Ok(p)) => ParentPort::Found(p),
+                    Some(Err(why)) if why.is_empty() => ParentPort::Missing,
+                    Some(Err(why)) => ParentPort::Unreadable(why),
+                };
+                drift.extend(macvlan_parent_drift(vif, parent));
+                detail = format!(
+                    "macvlan {} on {} ip {ip} node {}",
+                    vif.vrrp_mac.as_deref().unwrap_or("-"),
+                    vif.parent_port_id.as_deref().unwrap_or("-"),
+                    kp.spec.pod_node_name
+                );
+            }
             rows.push(Row {
                 kind: "pod",
                 object: format!("{}[{ifname}]", key(kp)),
                 cloud_id: vif.port_id.clone(),
-                detail: format!(
-                    "vlan {} ip {ip} node {}",
-                    vif.vlan_id.map_or("-".to_owned(), |v| v.to_string()),
-                    kp.spec.pod_node_name
-                ),
+                detail,
                 state: port.map_or("missing".to_owned(), |p| p.status.clone()),
-                drift: pod_drift(vif, cp),
+                drift,
             });
         }
     }
@@ -443,6 +563,126 @@ mod tests {
         assert_eq!(
             pod_drift(&vif(None, true), Some(down)),
             vec!["status says active, port is DOWN"]
+        );
+    }
+
+    fn macvlan_vif() -> kuryr_api::Vif {
+        serde_json::from_value(serde_json::json!({
+            "type": "nested-macvlan", "portId": "pod1", "networkId": "n1", "mac": "fa:16:3e:00:00:02",
+            "ips": [{"address": "198.18.0.40", "cidr": "198.18.0.0/18"}],
+            "vrrpMac": "00:00:5e:00:01:03", "parentPortId": "vm1", "parentMac": "fa:16:3e:00:00:0a",
+            "active": true,
+        }))
+        .unwrap()
+    }
+
+    fn vm_port(pairs: &[(&str, Option<&str>)]) -> ports::Port {
+        ports::Port {
+            id: "vm1".into(),
+            mac_address: "fa:16:3e:00:00:0a".into(),
+            status: "ACTIVE".into(),
+            binding_host_id: "hv1".into(),
+            binding_vif_type: "ovs".into(),
+            admin_state_up: true,
+            allowed_address_pairs: pairs
+                .iter()
+                .map(|(ip, mac)| ports::AddressPair {
+                    ip_address: (*ip).into(),
+                    mac_address: mac.map(Into::into),
+                })
+                .collect(),
+            ..ports::Port::default()
+        }
+    }
+
+    #[test]
+    fn a_macvlan_pod_paired_on_its_vm_port_has_no_drift_whatever_neutron_says_of_the_vm_port() {
+        let mut vm = vm_port(&[
+            ("198.18.0.41", Some("00:00:5e:00:01:04")),
+            ("198.18.0.40", Some("00:00:5E:00:01:03")),
+        ]);
+        assert!(macvlan_parent_drift(&macvlan_vif(), ParentPort::Found(&vm)).is_empty());
+        // ML2/OVN can leave a bound VM port DOWN in Neutron while OVN has it up: not drift.
+        vm.status = "DOWN".into();
+        assert!(macvlan_parent_drift(&macvlan_vif(), ParentPort::Found(&vm)).is_empty());
+    }
+
+    #[test]
+    fn a_macvlan_pod_whose_pair_is_gone_or_differs_is_drift() {
+        let vif = macvlan_vif();
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Found(&vm_port(&[]))),
+            vec!["parent port vm1 has no address pair for 198.18.0.40"]
+        );
+        assert_eq!(
+            macvlan_parent_drift(
+                &vif,
+                ParentPort::Found(&vm_port(&[("198.18.0.40", Some("00:00:5e:00:01:07"))]))
+            ),
+            vec!["parent port vm1 pairs 198.18.0.40 with 00:00:5e:00:01:07, status says 00:00:5e:00:01:03"]
+        );
+        // A pair given without a MAC means the VM port's own MAC: not the pod's VRRP MAC.
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Found(&vm_port(&[("198.18.0.40", None)]))),
+            vec!["parent port vm1 pairs 198.18.0.40 with its own MAC, status says 00:00:5e:00:01:03"]
+        );
+        // The pod's MAC paired with another IP does not count.
+        assert_eq!(
+            macvlan_parent_drift(
+                &vif,
+                ParentPort::Found(&vm_port(&[("198.18.0.99", Some("00:00:5e:00:01:03"))]))
+            ),
+            vec!["parent port vm1 has no address pair for 198.18.0.40"]
+        );
+    }
+
+    #[test]
+    fn a_macvlan_pods_vm_port_missing_unbound_or_with_another_mac_is_drift() {
+        let vif = macvlan_vif();
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Missing),
+            vec!["parent port vm1 missing"]
+        );
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Unreadable("503")),
+            vec!["cannot read parent port vm1: 503"]
+        );
+        let mut unnamed = vif.clone();
+        unnamed.parent_port_id = None;
+        assert_eq!(
+            macvlan_parent_drift(&unnamed, ParentPort::Unnamed),
+            vec!["status names no parent (VM) port"]
+        );
+        let paired = [("198.18.0.40", Some("00:00:5e:00:01:03"))];
+        let mut unbound = vm_port(&paired);
+        unbound.binding_host_id = String::new();
+        unbound.binding_vif_type = "unbound".into();
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Found(&unbound)),
+            vec![r#"parent port vm1 is not bound (host "", vif_type "unbound")"#]
+        );
+        // A credential that does not see bindings (non-admin) judges none.
+        let mut hidden = vm_port(&paired);
+        hidden.binding_host_id = String::new();
+        hidden.binding_vif_type = String::new();
+        assert!(macvlan_parent_drift(&vif, ParentPort::Found(&hidden)).is_empty());
+        let mut disabled = vm_port(&paired);
+        disabled.admin_state_up = false;
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Found(&disabled)),
+            vec!["parent port vm1 is administratively down"]
+        );
+        let mut other_mac = vm_port(&paired);
+        other_mac.mac_address = "fa:16:3e:00:00:0b".into();
+        assert_eq!(
+            macvlan_parent_drift(&vif, ParentPort::Found(&other_mac)),
+            vec!["parent port vm1 has MAC fa:16:3e:00:00:0b, status says fa:16:3e:00:00:0a"]
+        );
+        let mut no_mac = vif.clone();
+        no_mac.vrrp_mac = None;
+        assert_eq!(
+            macvlan_parent_drift(&no_mac, ParentPort::Found(&vm_port(&paired))),
+            vec!["status has no VRRP MAC"]
         );
     }
 }
