@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use kuryr_api::Vif;
-use kuryr_core::neutron::{NeutronPort, Subnet};
+use kuryr_core::neutron::{NeutronPort, PortStatus, Subnet};
 use kuryr_core::parent::{find_vm_port, internal_ips};
 use kuryr_core::vif::{Attachment, PodFacts};
 use kuryr_core::vrrp::{
@@ -108,7 +108,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
             return Err(e.into());
         }
     };
-    vif.active = vm.status.is_active();
+    vif.active = vm_port_up(&vm);
     info!(
         port = port.id,
         ip,
@@ -119,13 +119,32 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
     Ok(vif)
 }
 
+/// Whether the node VM's port carries the VM's traffic, and so its pods': administratively up and bound to a
+/// host. Neutron's `status` is not asked when the binding is visible: on ML2/OVN it is a copy of OVN's
+/// `Logical_Switch_Port.up`, written by neutron-server's OVSDB event thread, and every update of the port's
+/// address pairs (each nested-macvlan pod that comes or goes) can leave it DOWN for as long as that thread
+/// is behind — minutes on a busy Neutron — while OVN has the port up and it passes traffic
+/// (docs/pod-networking.md, "nested-macvlan on ML2/OVN"). Without the binding fields (a non-admin
+/// credential sees none, per Neutron's default policy) the status is all there is.
+pub fn vm_port_up(vm: &ports::Port) -> bool {
+    if !vm.admin_state_up {
+        return false;
+    }
+    match vm.binding_vif_type.as_str() {
+        "" => PortStatus::parse(&vm.status).is_active(),
+        "unbound" | "binding_failed" => false,
+        _ => !vm.binding_host_id.is_empty(),
+    }
+}
+
 /// Adds {ip, VRRP MAC} to the VM port's pairs (read, plan, write If-Match; again on 412).
-async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<(String, NeutronPort)> {
+async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<(String, ports::Port)> {
     ensure_book(ctx, network_id).await?;
     let writer = writer_of(ctx, vm_port_id);
     let _one_writer = writer.lock().await;
     for _ in 0..PAIR_TRIES {
-        let vm = convert::port(&ports::get(&ctx.cloud, vm_port_id).await?);
+        let raw = ports::get(&ctx.cloud, vm_port_id).await?;
+        let vm = convert::port(&raw);
         let mac = {
             let mut books = lock(&ctx.macvlan.macs);
             let book = books
@@ -133,11 +152,28 @@ async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Re
                 .ok_or_else(|| Error::Unexpected("VRRP MAC book of the network not built".into()))?;
             book.allocate(ip)?
         };
+        let taken_here = vm.allowed_address_pairs.iter().any(|p| {
+            p.ip_address != ip
+                && p.mac_address
+                    .as_deref()
+                    .is_some_and(|m| m.eq_ignore_ascii_case(&mac))
+        });
+        if taken_here {
+            // Another writer of the network's pairs (a second controller, an operator) gave this MAC to
+            // another IP on this very port: the book is stale. Learn the network again and plan again.
+            warn!(
+                vm_port = vm_port_id,
+                mac, "VRRP MAC already paired with another IP on the VM port; relearning the network"
+            );
+            lock(&ctx.macvlan.macs).remove(network_id);
+            ensure_book(ctx, network_id).await?;
+            continue;
+        }
         let Some(update) = add_pair(&vm, ip, &mac) else {
-            return Ok((mac, vm));
+            return Ok((mac, raw));
         };
         match write(ctx, &update).await {
-            Ok(p) => return Ok((mac, convert::port(&p))),
+            Ok(p) => return Ok((mac, p)),
             Err(e) if e.status() == Some(412) => {
                 warn!(
                     vm_port = vm_port_id,
@@ -236,4 +272,42 @@ async fn write(ctx: &Context, up: &AddressPairsUpdate) -> kuryr_openstack::Resul
         })
         .collect();
     ports::set_address_pairs_if_revision(&ctx.cloud, &up.port_id, &pairs, up.if_match_revision).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(status: &str, vif_type: &str, host: &str) -> ports::Port {
+        ports::Port {
+            status: status.into(),
+            admin_state_up: true,
+            binding_vif_type: vif_type.into(),
+            binding_host_id: host.into(),
+            ..ports::Port::default()
+        }
+    }
+
+    #[test]
+    fn a_bound_vm_port_is_up_whatever_its_neutron_status_says() {
+        assert!(vm_port_up(&vm("ACTIVE", "ovs", "hv1")));
+        // ML2/OVN's stale copy of OVN's `up` after an address-pair update.
+        assert!(vm_port_up(&vm("DOWN", "ovs", "hv1")));
+    }
+
+    #[test]
+    fn an_unbound_or_disabled_vm_port_is_not_up() {
+        assert!(!vm_port_up(&vm("ACTIVE", "unbound", "")));
+        assert!(!vm_port_up(&vm("DOWN", "binding_failed", "hv1")));
+        assert!(!vm_port_up(&vm("DOWN", "ovs", "")));
+        let mut off = vm("ACTIVE", "ovs", "hv1");
+        off.admin_state_up = false;
+        assert!(!vm_port_up(&off));
+    }
+
+    #[test]
+    fn without_the_binding_fields_the_status_decides() {
+        assert!(vm_port_up(&vm("ACTIVE", "", "")));
+        assert!(!vm_port_up(&vm("DOWN", "", "")));
+    }
 }
