@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod kube;
 pub mod netns;
 pub mod nodes;
+pub mod ovn;
 
 use std::path::{Path, PathBuf};
 

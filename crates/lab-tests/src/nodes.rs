@@ -87,3 +87,59 @@ pub fn pod_task(pod: &k8s_openapi::api::core::v1::Pod) -> anyhow::Result<(String
     let pid = task_pid(&node, &cid)?;
     Ok((node, pid))
 }
+
+/// Everything kuryr-daemon logged on kubelet node `node`: the host-process daemon's log file
+/// (`log/kuryr-daemon-<node>.log`, `lab/lab nodes up`) followed by the log of the DaemonSet's daemon pod on
+/// that node when kuryr-rs is installed from its image (`lab/lab kuryr install`, e.g. by `./demo.sh`). Either
+/// may serve the node's CNI requests, so tests read both.
+pub fn daemon_log(lab: &Lab, node: &str) -> String {
+    let mut log = std::fs::read_to_string(lab.state_dir.join(format!("log/kuryr-daemon-{node}.log")))
+        .unwrap_or_default();
+    let kubectl = |args: &[&str]| {
+        Command::new("kubectl")
+            .env("KUBECONFIG", &lab.kubeconfig)
+            .args(["-n", "kube-system"])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let field = format!("spec.nodeName={node}");
+    let pods = kubectl(&[
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=kuryr-daemon",
+        "--field-selector",
+        &field,
+        "-o",
+        "name",
+    ]);
+    for pod in pods.lines().filter(|l| !l.is_empty()) {
+        log.push_str(&kubectl(&["logs", pod]));
+    }
+    log
+}
+
+/// kuryr-rs as `lab/lab kuryr install` left it installed from its image (e.g. by `./demo.sh`): the image tag
+/// and the namespace its controller serves; `None` when it is not installed (the host-process daemons serve
+/// the kubelet nodes).
+pub fn installed_kuryr(lab: &Lab) -> Option<(String, String)> {
+    if !lab.state_dir.join("nodes/kuryr-installed").exists() {
+        return None;
+    }
+    let inst = lab.state_dir.join("install");
+    let tag = std::fs::read_to_string(inst.join("tag")).unwrap_or_default();
+    let ns = std::fs::read_to_string(inst.join("kuryr.yaml"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("namespace:")
+                .map(|v| v.trim().trim_matches('"').to_owned())
+        })
+        .unwrap_or_default();
+    Some((tag.trim().to_owned(), ns))
+}

@@ -152,8 +152,8 @@ async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly(
         let _ = stopped.await;
     }));
 
-    let mut seen_ips = Vec::new();
-    let result = scenario(&lab, &client, &cloud, &ns, &cluster_id, &mut seen_ips).await;
+    let mut seen_pairs = Vec::new();
+    let result = scenario(&lab, &client, &cloud, &ns, &cluster_id, &mut seen_pairs).await;
 
     // Cleanup whatever happened: the Deployment and its pods (kubelet stops them, the controller releases the
     // ports), then anything tagged with our cluster id.
@@ -170,39 +170,55 @@ async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly(
     for p in ports::list(&cloud, Filter::new().tags(&Owner::cluster_filter(&cluster_id))).await? {
         let _ = ports::delete(&cloud, &p.id).await;
     }
-    // Pairs of our pod IPs the controller did not get to (it was stopped, or failed) must not outlive us.
-    let pairs_left = remove_pairs(&lab, &seen_ips).await;
+    // Pairs of our pods the controller did not get to (it was stopped, or failed) must not outlive us.
+    let pairs_left = remove_pairs(&lab, &cloud, &seen_pairs).await;
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     result?;
     ports_left.context("the controller did not release every port after the Deployment was deleted")?;
     pairs_left
 }
 
-/// Removes the VM ports' address pairs that carry one of `ips`.
-async fn remove_pairs(lab: &Lab, ips: &[String]) -> anyhow::Result<()> {
-    let raw = lab.cloud().await?;
+/// Removes from the VM ports the address pairs {IP, VRRP MAC} of our pods whose IP no Neutron port holds any
+/// more. The lab may be busy (the demo's controller, other tests' controllers pair pods on the same VM ports
+/// and network): a pair whose IP or MAC went to someone else's pod since is theirs and stays, and each write
+/// carries `If-Match` so a concurrent writer's pair is never lost.
+async fn remove_pairs(lab: &Lab, cloud: &Cloud, ours: &[(String, String)]) -> anyhow::Result<()> {
+    let mut gone = Vec::new();
+    for (ip, mac) in ours {
+        let holders = ports::list(
+            cloud,
+            Filter::new().eq("network_id", &lab.pod_network_id).fixed_ip(ip),
+        )
+        .await?;
+        if holders.is_empty() {
+            gone.push((ip.as_str(), mac.as_str()));
+        }
+    }
     for vm in &lab.vms {
-        let url = format!("{}/ports/{}", raw.neutron, vm.port_id);
-        let port = raw.get(&url).await?;
-        let pairs: Vec<serde_json::Value> =
-            serde_json::from_value(port["port"]["allowed_address_pairs"].clone()).unwrap_or_default();
-        let keep: Vec<&serde_json::Value> = pairs
-            .iter()
-            .filter(|p| !ips.iter().any(|ip| p["ip_address"] == ip.as_str()))
-            .collect();
-        if keep.len() != pairs.len() {
-            let (status, body) = raw
-                .call(
-                    reqwest::Method::PUT,
-                    &url,
-                    Some(json!({"port": {"allowed_address_pairs": keep}})),
-                )
-                .await?;
-            ensure!(
-                status == 200,
-                "removing leftover pairs from {}: {status} {body}",
-                vm.name
-            );
+        for _ in 0..5 {
+            let port = ports::get(cloud, &vm.port_id).await?;
+            let keep: Vec<ports::AddressPair> = port
+                .allowed_address_pairs
+                .iter()
+                .filter(|p| {
+                    !gone.iter().any(|(ip, mac)| {
+                        p.ip_address == *ip
+                            && p.mac_address
+                                .as_deref()
+                                .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+                    })
+                })
+                .cloned()
+                .collect();
+            if keep.len() == port.allowed_address_pairs.len() {
+                break;
+            }
+            match ports::set_address_pairs_if_revision(cloud, &vm.port_id, &keep, port.revision_number).await
+            {
+                Ok(_) => break,
+                Err(e) if e.status() == Some(412) => continue,
+                Err(e) => bail!("removing leftover pairs from {}: {e}", vm.name),
+            }
         }
     }
     Ok(())
@@ -214,7 +230,7 @@ async fn scenario(
     cloud: &Cloud,
     ns: &str,
     cluster_id: &str,
-    seen_ips: &mut Vec<String>,
+    seen_pairs: &mut Vec<(String, String)>,
 ) -> anyhow::Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let deploy: Deployment = serde_json::from_value(json!({
@@ -233,7 +249,6 @@ async fn scenario(
     }))?;
     deployments.create(&PostParams::default(), &deploy).await?;
     let running = wait_running(client, ns, REPLICAS).await?;
-    seen_ips.extend(running.iter().map(|p| p.ip.clone()));
     let on: BTreeSet<&str> = running.iter().map(|p| p.node.as_str()).collect();
     ensure!(
         on.len() >= 2,
@@ -286,6 +301,7 @@ async fn scenario(
             vm.mac
         );
         let mac = vif.vrrp_mac.clone().context("macvlan VIF without VRRP MAC")?;
+        seen_pairs.push((p.ip.clone(), mac.clone()));
         ensure!(
             nsenter(p.pid, &["ip", "-o", "link", "show", "eth0"])?.contains(&mac),
             "{}: eth0 does not carry {mac}",
@@ -323,16 +339,23 @@ async fn scenario(
             p.name
         );
     }
-    // No address pair on the VM ports carries a removed pod's IP any more.
+    // No VM port pairs a removed pod's IP with its VRRP MAC any more. (Only that pair: on a busy lab the IP,
+    // or the MAC, may already have gone to a pod of another controller on the same network.)
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let mut paired = Vec::new();
         for vm in &lab.vms {
             let port = ports::get(cloud, &vm.port_id).await?;
             for p in &removed {
-                if port.allowed_address_pairs.iter().any(|a| a.ip_address == p.ip) {
+                let mac = &macs[&p.name];
+                if port.allowed_address_pairs.iter().any(|a| {
+                    a.ip_address == p.ip
+                        && a.mac_address
+                            .as_deref()
+                            .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+                }) {
                     paired.push(format!(
-                        "{} still pairs removed pod {}'s IP {}",
+                        "{} still pairs removed pod {}'s IP {} with {mac}",
                         vm.name, p.name, p.ip
                     ));
                 }
@@ -344,18 +367,23 @@ async fn scenario(
         ensure!(Instant::now() < deadline, "{paired:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Their interfaces are gone from every namespace (the sandboxes' namespaces were deleted with them).
-    let all = Command::new("ip")
-        .args(["-all", "netns", "exec", "ip", "-o", "link"])
-        .output()?;
-    let all = String::from_utf8_lossy(&all.stdout);
+    // Their interfaces are gone from every namespace (the sandboxes' namespaces were deleted with them): no
+    // namespace holds a link with a removed pod's VRRP MAC *and* its IP. (The MAC alone may already be
+    // another controller's new pod on a busy lab: VRRP MACs are reused, lowest free first.)
+    let per_netns = netns_links_and_addrs()?;
     for p in &removed {
-        ensure!(
-            !all.contains(&macs[&p.name]),
-            "{}'s macvlan {} is still somewhere",
-            p.name,
-            macs[&p.name]
-        );
+        let mac = &macs[&p.name];
+        let inet = format!("inet {}/", p.ip);
+        if let Some((netns, _)) = per_netns
+            .iter()
+            .find(|(_, text)| text.contains(mac.as_str()) && text.contains(&inet))
+        {
+            bail!(
+                "{}'s macvlan {mac} with {} is still in netns {netns}",
+                p.name,
+                p.ip
+            );
+        }
     }
     // Both DELs of every removed sandbox succeeded.
     let deadline = Instant::now() + SECOND_DEL_TIMEOUT;
@@ -452,13 +480,34 @@ fn ping_matrix(pods: &[RunningPod]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The kuryr-daemon log lines about DELs of these pods, from their nodes' daemons.
+/// `ip -o link` and `ip -o addr` of every named network namespace, by namespace.
+fn netns_links_and_addrs() -> anyhow::Result<Vec<(String, String)>> {
+    let out = Command::new("ip")
+        .args(["-all", "netns", "exec", "sh", "-c", "ip -o link; ip -o addr"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut per = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("netns: ") {
+            per.extend(current.take());
+            current = Some((name.trim().to_owned(), String::new()));
+        } else if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    per.extend(current);
+    Ok(per)
+}
+
+/// The kuryr-daemon log lines about DELs of these pods, from their nodes' daemons (the host-process ones or,
+/// when kuryr-rs is installed from its image, the DaemonSet's).
 fn del_lines(lab: &Lab, pods: &[RunningPod]) -> Vec<String> {
-    let nodes: BTreeSet<&str> = pods.iter().map(|p| p.node.as_str()).collect();
+    let on: BTreeSet<&str> = pods.iter().map(|p| p.node.as_str()).collect();
     let mut out = Vec::new();
-    for node in nodes {
-        let log = std::fs::read_to_string(lab.state_dir.join(format!("log/kuryr-daemon-{node}.log")))
-            .unwrap_or_default();
+    for node in on {
+        let log = nodes::daemon_log(lab, node);
         for l in log.lines() {
             let ours = pods
                 .iter()

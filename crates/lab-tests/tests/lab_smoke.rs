@@ -20,23 +20,35 @@ fn ids(v: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every VM's parent port is bound to the lab's chassis in Neutron and up in OVN, and the VM's traffic
+/// passes. What is asserted is what carries traffic: OVN's Southbound `Port_Binding` (bound to the chassis,
+/// `up`) and a ping from the VM. Neutron's `status` is not: on ML2/OVN it is a copy of OVN's `up`, and an
+/// update of the port's allowed address pairs (every nested-macvlan pod that comes or goes on the VM) can
+/// leave it DOWN for minutes while OVN has the port up and the VM's and its pods' traffic flows (measured:
+/// docs/lab.md, "Neutron's port status on ML2/OVN"). It is printed when it differs.
 #[tokio::test]
-async fn every_vm_parent_port_is_active_in_neutron() {
+async fn every_vm_parent_port_is_bound_up_in_ovn_and_passes_traffic() {
     let lab = Lab::require();
     let cloud = lab.cloud().await.unwrap();
-    assert!(!lab.vms.is_empty(), "the lab has no VMs");
-    for vm in &lab.vms {
+    assert!(lab.vms.len() >= 2, "the lab has fewer than two VMs");
+    for (i, vm) in lab.vms.iter().enumerate() {
         let port = cloud
             .get(&format!("{}/ports/{}", cloud.neutron, vm.port_id))
             .await
             .unwrap();
         let port = &port["port"];
         assert_eq!(
-            port["status"], "ACTIVE",
-            "{}'s parent port is not ACTIVE: {port}",
+            port["binding:host_id"],
+            lab.chassis.as_str(),
+            "{}: {port}",
             vm.name
         );
-        assert_eq!(port["binding:host_id"], lab.chassis.as_str());
+        assert_eq!(
+            port["binding:vif_type"], "ovs",
+            "{}'s port is not bound: {port}",
+            vm.name
+        );
+        assert_eq!(port["admin_state_up"], true, "{}: {port}", vm.name);
         assert_eq!(port["mac_address"], vm.mac.as_str());
         assert_eq!(
             port["trunk_details"]["trunk_id"],
@@ -44,6 +56,33 @@ async fn every_vm_parent_port_is_active_in_neutron() {
             "trunk_details missing on {}",
             vm.name
         );
+        let binding = lab_tests::ovn::port_binding(&vm.port_id).unwrap();
+        assert_eq!(
+            binding,
+            lab_tests::ovn::PortBinding {
+                up: true,
+                chassis: Some(lab.chassis.clone())
+            },
+            "{}'s port in OVN's Southbound",
+            vm.name
+        );
+        let peer = &lab.vms[(i + 1) % lab.vms.len()];
+        let out = netns::exec(&vm.netns, "ping", &["-c", "3", "-W", "2", &peer.ip]).unwrap();
+        assert!(
+            out.status.success(),
+            "{} ({}) cannot ping {} ({}) although OVN has its port up:\n{}",
+            vm.name,
+            vm.ip,
+            peer.name,
+            peer.ip,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        if port["status"] != "ACTIVE" {
+            eprintln!(
+                "{}: Neutron says {} while OVN has the port up and it passes traffic (a stale copy; see docs/lab.md)",
+                vm.name, port["status"]
+            );
+        }
     }
 }
 

@@ -89,6 +89,16 @@ fn conflists() -> Vec<PathBuf> {
 async fn installed_from_its_image_it_wires_pods_answers_a_service_and_uninstalls_cleanly(
 ) -> anyhow::Result<()> {
     let lab = Lab::require();
+    // This test installs kuryr-rs for a namespace of its own and uninstalls it at the end: over an install
+    // someone else made (./demo.sh's), it would take that install away from the pods it serves.
+    if let Some((tag, ns)) = nodes::installed_kuryr(&lab) {
+        eprintln!(
+            "SKIP: kuryr-rs:{tag} is installed from its image already (serving namespace {ns:?}, e.g. by ./demo.sh); \
+             this test would replace and then uninstall it, leaving that namespace's pods without a controller. \
+             Run `lab/lab kuryr uninstall` first to run this test."
+        );
+        return Ok(());
+    }
     let client = lab.kube_client().await?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
