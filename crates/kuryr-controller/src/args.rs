@@ -140,7 +140,8 @@ pub struct Args {
     /// Milliseconds over which endpoint changes are gathered into one member replace.
     #[arg(long, env = "KURYR_LB_COALESCE_MS", default_value_t = 300)]
     pub lb_coalesce_ms: u64,
-    /// Seconds between pool upkeep rounds (drain pools of deleted nodes, trim, top up).
+    /// Seconds between pool upkeep rounds (drain pools of deleted nodes, adopt or delete loose pool ports,
+    /// trim, top up). A loose pool port is gone within two rounds.
     #[arg(long, env = "KURYR_PORTS_POOL_SYNC_SECONDS", default_value_t = 30)]
     pub ports_pool_sync_seconds: u64,
     /// Address of /livez, /readyz and /metrics.

@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::neutron::{NeutronPort, Trunk, DEVICE_OWNER, SUBPORT_DEVICE_OWNER};
 use crate::pool_sizing::{self, PoolLimits, PoolLoad, PoolPlan};
 
+pub mod loose;
+
 /// What a pool's ports hang off.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PoolParent {
@@ -231,6 +233,56 @@ impl Pools {
             .values()
             .find(|p| p.free.iter().any(|f| f.port_id == port_id))
             .map(|p| &p.key)
+    }
+
+    /// The ids of every free port of every pool.
+    pub fn free_port_ids(&self) -> BTreeSet<String> {
+        self.pools
+            .values()
+            .flat_map(|p| p.free.iter().map(|f| f.port_id.clone()))
+            .collect()
+    }
+
+    /// Every pool's load, by key.
+    pub fn loads(&self) -> BTreeMap<PoolKey, PoolLoad> {
+        self.pools.iter().map(|(k, p)| (k.clone(), p.load())).collect()
+    }
+
+    /// Every pool's key.
+    pub fn keys(&self) -> Vec<PoolKey> {
+        self.pools.keys().cloned().collect()
+    }
+
+    /// Free ports that were free before a port list began (`before`) and that the list did not show
+    /// (`listed`) are gone from Neutron (deleted with their namespace's network, or by hand): they leave
+    /// their pools, so no pod is handed a port that is not there. Returns them.
+    pub fn forget_vanished(&mut self, before: &BTreeSet<String>, listed: &BTreeSet<String>) -> Vec<String> {
+        let mut gone = Vec::new();
+        for pool in self.pools.values_mut() {
+            pool.free.retain(|f| {
+                let vanished = before.contains(&f.port_id) && !listed.contains(&f.port_id);
+                if vanished {
+                    gone.push(f.port_id.clone());
+                }
+                !vanished
+            });
+        }
+        gone
+    }
+
+    /// Removes the pools that hold nothing (no free port, no create in flight, no pod waiting) and that
+    /// `keep` does not keep (e.g. the network of a deleted namespace); returns their keys.
+    pub fn drop_idle(&mut self, keep: impl Fn(&PoolKey) -> bool) -> Vec<PoolKey> {
+        let idle: Vec<PoolKey> = self
+            .pools
+            .iter()
+            .filter(|(k, p)| p.free.is_empty() && p.in_flight == 0 && p.waiting.is_empty() && !keep(k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &idle {
+            self.pools.remove(k);
+        }
+        idle
     }
 
     /// Removes the pools whose trunk or host is not in `live` (deleted nodes) and returns their free ports,

@@ -100,6 +100,14 @@ impl State {
         }
     }
 
+    /// The known subnet (a namespace's) on `network_id`, if any.
+    pub fn subnet_on(&self, network_id: &str) -> Option<Subnet> {
+        lock(&self.subnets)
+            .values()
+            .find(|s| s.network_id == network_id)
+            .cloned()
+    }
+
     pub fn forget(&self, namespace: &str) {
         lock(&self.subnets).remove(namespace);
     }

@@ -8,13 +8,17 @@
 //!
 //! Crash safety: pool ports carry the ownership tags `kuryr.kind=pool`; after a restart [`ensure_rebuilt`]
 //! rebuilds the pools from the tagged ports no KuryrPort status names (a port taken but never written to a
-//! status goes back to its pool) and deletes tagged ports attached nowhere (a refill cut short).
+//! status goes back to its pool) and deletes tagged ports attached nowhere (a refill cut short). While
+//! running, every upkeep round lists the pool ports once and adopts or deletes the loose ones (a bulk create
+//! that outlived its caller: [`kuryr_core::pool::loose`]); a port seen loose is acted on at a later round,
+//! once every pool operation begun before it was seen has ended.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, SUBPORT_DEVICE_OWNER};
+use kuryr_core::pool::loose::{decide, Held, LooseAction};
 use kuryr_core::pool::{rebuild, PoolKey, PoolParent, Taken};
 use kuryr_core::pool_sizing::batches;
 use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
@@ -26,7 +30,9 @@ use tracing::{info, warn};
 use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
+use crate::networks::SubnetMode;
 pub use crate::ports::pool_state::{PoolState, Target};
+use crate::toolkit::lock;
 
 /// Rounds of "take, else refill" before a pod gives up for this reconcile (others may take what a refill
 /// made; the surge sizing makes more than one round rare).
@@ -168,11 +174,32 @@ fn take(
     sgs: &BTreeSet<String>,
     defaults: &BTreeSet<String>,
 ) -> Option<Taken> {
-    let taken = ctx
-        .pools
-        .with(|p| p.entry(target.key.clone(), defaults).take(pod_uid, sgs));
+    let taken = ctx.pools.take(&target.key, defaults, pod_uid, sgs);
     publish(ctx);
     taken
+}
+
+/// A port taken from a pool for a pod, until the pod's status names it or it went back (or was deleted):
+/// while it lives the loose-port scan leaves the port alone. The KuryrPort controller holds one from the
+/// allocation to the end of the status write (or the undo after a failed one).
+pub struct Lent {
+    ctx: Arc<Context>,
+    port_id: String,
+}
+
+impl Lent {
+    pub fn new(ctx: &Arc<Context>, port_id: &str) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            port_id: port_id.to_owned(),
+        }
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.ctx.pools.unmark(&self.port_id);
+    }
 }
 
 /// Applies the pod's SGs (one update, only if they differ), else reads the port once (its status, and that
@@ -208,7 +235,13 @@ async fn hand_out(
     let attachment = match &target.parent {
         Some(parent) => {
             let vlan = if port.device_owner == SUBPORT_DEVICE_OWNER {
-                ctx.trunks.vlan_of(&ctx.cloud, &parent.trunk_id, &id).await?
+                match ctx.trunks.vlan_of(&ctx.cloud, &parent.trunk_id, &id).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        give_back(ctx, target, &id);
+                        return Err(e);
+                    }
+                }
             } else {
                 None
             };
@@ -254,6 +287,7 @@ pub fn give_back(ctx: &Context, target: &Target, port_id: &str) {
             pool.add_free(port_id, sgs);
         }
     });
+    ctx.pools.unmark(port_id);
     publish(ctx);
 }
 
@@ -366,6 +400,8 @@ async fn create_batch_once(
     });
     let body = convert::create_port(&req);
     let reqs = vec![body; n as usize];
+    // Until the ports are in the pool (or rolled back), the loose-port scan must not take them.
+    let _op = ctx.pools.op();
     ctx.pools.with(|p| {
         p.entry(target.key.clone(), defaults).begin_create(n);
     });
@@ -452,8 +488,11 @@ fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
 }
 
 /// One round of pool upkeep: pools of nodes that are gone are drained (their free ports detached and
-/// deleted), pools above their high watermark give back the excess, pools below their low watermark are
-/// topped up. `live` are the parents of the nodes in the (synced) node cache.
+/// deleted); loose pool ports are adopted or deleted ([`sweep_loose`]); pools of networks that are gone
+/// (a deleted namespace's) are forgotten once empty; every pool above its high watermark gives back the
+/// excess (rebuilt ones too), and every pool below its low watermark whose node and subnet are known is
+/// topped up (rebuilt ones too, without waiting for a pod). `live` are the parents of the nodes in the
+/// (synced) node cache.
 pub async fn maintain(ctx: &Arc<Context>, live: &BTreeSet<PoolParent>) -> Result<()> {
     ensure_rebuilt(ctx).await?;
     let drained = ctx.pools.with(|p| p.drain_dead_parents(live));
@@ -464,26 +503,196 @@ pub async fn maintain(ctx: &Arc<Context>, live: &BTreeSet<PoolParent>) -> Result
             ctx.pools.drop_target(&key);
         }
     }
+    if let Err(e) = sweep_loose(ctx, live).await {
+        warn!(error = &e as &dyn std::error::Error, "loose pool port scan");
+    }
+    forget_gone_networks(ctx).await;
     let limits = ctx.config.pool_limits;
-    for target in ctx.pools.targets() {
+    for key in ctx.pools.with(|p| p.keys()) {
         let excess = ctx.pools.with(|p| {
-            p.get_mut(&target.key).map(|pool| {
+            p.get_mut(&key).map(|pool| {
                 let plan = pool.plan(limits);
                 pool.take_for_release(plan.release)
             })
         });
         if let Some(ids) = excess.filter(|ids| !ids.is_empty()) {
             info!(
-                node = target.node_name,
+                parent = ?key.parent,
                 ports = ids.len(),
                 "pool above its high watermark: releasing"
             );
-            delete_free(ctx, &target.key, &ids).await;
+            delete_free(ctx, &key, &ids).await;
         }
-        spawn_top_up(ctx, target);
+    }
+    for key in ctx.pools.with(|p| p.keys()) {
+        if let Some(target) = target_of(ctx, &key).await {
+            spawn_top_up(ctx, target);
+        }
     }
     publish(ctx);
     Ok(())
+}
+
+/// The loose-port scan of one upkeep round: ONE list of this cluster's pool ports (plus one trunk list when
+/// some port is to be acted on). Free ports Neutron no longer has leave their pools; a port loose at two
+/// scans, with no pool operation begun before the first of them still running, is adopted into its pool
+/// or deleted ([`kuryr_core::pool::loose`]).
+async fn sweep_loose(ctx: &Context, live: &BTreeSet<PoolParent>) -> Result<()> {
+    let owner = owner(ctx);
+    let scan = ctx.pools.begin_scan();
+    let free_before = ctx.pools.with(|p| p.free_port_ids());
+    let listed = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
+    let neutron: Vec<NeutronPort> = listed.iter().map(convert::port).collect();
+    let listed_ids: BTreeSet<String> = neutron.iter().map(|p| p.id.clone()).collect();
+    let vanished = ctx.pools.with(|p| p.forget_vanished(&free_before, &listed_ids));
+    for id in &vanished {
+        ctx.pools.forget_port(id);
+    }
+    if !vanished.is_empty() {
+        info!(
+            ports = vanished.len(),
+            "free pool ports gone from Neutron: forgotten"
+        );
+    }
+    let held = ctx.pools.held();
+    let in_use = ctx.book.ports_in_use(&ctx.kuryrports);
+    let now = Held {
+        held: &held,
+        in_use: &in_use,
+        oldest_op: ctx.pools.oldest_op(),
+    };
+    let act = lock(&ctx.pools.loose).observe(scan, &neutron, &owner.tags()?, now);
+    let suspects = lock(&ctx.pools.loose).suspects();
+    if act.is_empty() {
+        if suspects > 0 {
+            info!(
+                suspects,
+                "pool ports seen loose once: confirming at the next round"
+            );
+        }
+        return Ok(());
+    }
+    let trunk_list: Vec<_> = trunks::list(&ctx.cloud, Filter::new())
+        .await?
+        .iter()
+        .map(convert::trunk)
+        .collect();
+    let loads = ctx.pools.with(|p| p.loads());
+    let defaults = default_sgs(ctx).await?;
+    for action in decide(&act, &trunk_list, live, &loads, ctx.config.pool_limits) {
+        match action {
+            LooseAction::Adopt {
+                key,
+                port_id,
+                security_groups,
+            } => {
+                if let Some(p) = act.iter().find(|p| p.id == port_id) {
+                    ctx.pools.remember(p.clone());
+                }
+                ctx.pools.with(|p| {
+                    p.entry(key.clone(), &defaults)
+                        .add_free(&port_id, security_groups)
+                });
+                warn!(port = port_id, parent = ?key.parent, "loose pool port adopted into its pool");
+            }
+            LooseAction::Delete { port_id, trunk_id } => {
+                let _op = ctx.pools.op();
+                ctx.pools.mark_busy(std::slice::from_ref(&port_id));
+                warn!(port = port_id, trunk = ?trunk_id, "loose pool port: deleting");
+                let detached = match &trunk_id {
+                    Some(t) => ctx.trunks.detach(&ctx.cloud, t, &port_id).await,
+                    None => Ok(()),
+                };
+                let deleted = match detached {
+                    Ok(()) => match ports::delete(&ctx.cloud, &port_id).await {
+                        Err(e) if !e.is_not_found() => Err(Error::from(e)),
+                        _ => Ok(()),
+                    },
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = deleted {
+                    // Seen again (loose) at the next rounds, and tried again.
+                    warn!(
+                        port = port_id,
+                        error = &e as &dyn std::error::Error,
+                        "loose port delete failed"
+                    );
+                }
+                ctx.pools.forget_port(&port_id);
+            }
+        }
+    }
+    publish(ctx);
+    Ok(())
+}
+
+/// Whether pools on `network_id` still have a subnet to be topped up on: always with the default subnet
+/// driver; in namespace mode, the default pod network or a namespace network the KuryrNetwork controller
+/// knows (a deleted namespace's is forgotten).
+async fn network_known(ctx: &Context, network_id: &str) -> bool {
+    if ctx.config.networks.mode == SubnetMode::Default {
+        return true;
+    }
+    if ctx.networks.subnet_on(network_id).is_some() {
+        return true;
+    }
+    match crate::networks::selector::default_subnet(ctx).await {
+        Ok(s) => s.network_id == network_id,
+        // Unsure: keep it.
+        Err(_) => true,
+    }
+}
+
+/// Pools of networks that are gone (a deleted namespace's) stop being topped up, and are forgotten once
+/// they hold nothing (their free ports went with the network: the scan saw them vanish).
+async fn forget_gone_networks(ctx: &Context) {
+    let mut gone = BTreeSet::new();
+    for key in ctx.pools.with(|p| p.keys()) {
+        if !network_known(ctx, &key.network_id).await {
+            gone.insert(key);
+        }
+    }
+    for key in gone.iter().filter(|k| ctx.pools.target(k).is_some()) {
+        info!(parent = ?key.parent, network = key.network_id, "pool's network is gone: no more top-ups");
+        ctx.pools.drop_target(key);
+    }
+    for key in ctx.pools.with(|p| p.drop_idle(|k| !gone.contains(k))) {
+        info!(parent = ?key.parent, network = key.network_id, "empty pool of a gone network forgotten");
+        ctx.pools.drop_target(&key);
+    }
+}
+
+/// The pool's target: the one a pod set, else (a pool rebuilt after a restart) made from the node whose
+/// trunk it is (or the host) and the subnet on its network, when both are known.
+async fn target_of(ctx: &Context, key: &PoolKey) -> Option<Target> {
+    if let Some(t) = ctx.pools.target(key) {
+        return Some(t);
+    }
+    if !network_known(ctx, &key.network_id).await {
+        return None;
+    }
+    let (node_name, parent) = match &key.parent {
+        PoolParent::Trunk(trunk_id) => {
+            let (node, parent) = ctx.trunks.node_of_trunk(trunk_id)?;
+            (node, Some(parent))
+        }
+        PoolParent::Host(host) => (host.clone(), None),
+    };
+    let subnet = match ctx.networks.subnet_on(&key.network_id) {
+        Some(s) => s,
+        None => crate::networks::selector::default_subnet(ctx)
+            .await
+            .ok()
+            .filter(|s| s.network_id == key.network_id)?,
+    };
+    let target = Target {
+        key: key.clone(),
+        node_name,
+        parent,
+        subnet,
+    };
+    ctx.pools.set_target(&target);
+    Some(target)
 }
 
 /// Publishes every pool's load in the metrics.
@@ -493,6 +702,8 @@ fn publish(ctx: &Context) {
 
 /// Detaches (nested: one `remove_subports` for all) and deletes free ports taken out of a pool.
 async fn delete_free(ctx: &Context, key: &PoolKey, ids: &[String]) {
+    let _op = ctx.pools.op();
+    ctx.pools.mark_busy(ids);
     if let PoolParent::Trunk(trunk_id) = &key.parent {
         if let Err(e) = ctx.trunks.detach_many(&ctx.cloud, trunk_id, ids).await {
             warn!(

@@ -1,11 +1,14 @@
 //! What the controller keeps of its warm pools (see [`crate::ports::pool`]): the pools, Neutron's view of
-//! their ports, one refill lock per pool and each pool's target.
+//! their ports, one refill lock per pool and each pool's target, and what the loose-port scan needs: the
+//! ports an operation has in hand, the operations running and the loose ports seen.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kuryr_core::neutron::{NeutronPort, Subnet};
-use kuryr_core::pool::PoolKey;
+use kuryr_core::pool::loose::LooseBook;
+use kuryr_core::pool::{PoolKey, Taken};
 use kuryr_core::Pools;
 use tokio::sync::OnceCell;
 
@@ -34,6 +37,27 @@ pub struct PoolState {
     pub(super) targets: Mutex<BTreeMap<PoolKey, Target>>,
     pub(super) rebuilt: OnceCell<()>,
     pub(super) default_sgs: OnceCell<BTreeSet<String>>,
+    /// Ports out of their pool that an operation has in hand: taken for a pod whose status is not written
+    /// yet, or being deleted. Locked before `pools` where both are held.
+    busy: Mutex<BTreeSet<String>>,
+    /// Pool operations running (refills, deletes): id → the scan number current when each began.
+    ops: Mutex<BTreeMap<u64, u64>>,
+    next_op: AtomicU64,
+    /// Loose-port scans begun so far.
+    scans: AtomicU64,
+    pub(super) loose: Mutex<LooseBook>,
+}
+
+/// A pool operation running; it ends when this is dropped.
+pub struct Op<'a> {
+    state: &'a PoolState,
+    id: u64,
+}
+
+impl Drop for Op<'_> {
+    fn drop(&mut self) {
+        lock(&self.state.ops).remove(&self.id);
+    }
 }
 
 impl PoolState {
@@ -55,6 +79,64 @@ impl PoolState {
 
     pub(super) fn forget_port(&self, port_id: &str) {
         lock(&self.details).remove(port_id);
+        lock(&self.busy).remove(port_id);
+    }
+
+    /// A port of pool `key` for a pod ([`kuryr_core::Pool::take`]), marked busy in the same step so that
+    /// it is never out of the pool and unmarked at once.
+    pub(super) fn take(
+        &self,
+        key: &PoolKey,
+        defaults: &BTreeSet<String>,
+        pod_uid: &str,
+        sgs: &BTreeSet<String>,
+    ) -> Option<Taken> {
+        let mut busy = lock(&self.busy);
+        let taken = lock(&self.pools).entry(key.clone(), defaults).take(pod_uid, sgs);
+        if let Some(t) = &taken {
+            busy.insert(t.port_id.clone());
+        }
+        taken
+    }
+
+    /// Ports an operation has in hand now (also while taken out of their pool to be deleted).
+    pub(super) fn mark_busy(&self, port_ids: &[String]) {
+        lock(&self.busy).extend(port_ids.iter().cloned());
+    }
+
+    /// The port is in a pool again, named by a written status, or gone.
+    pub(super) fn unmark(&self, port_id: &str) {
+        lock(&self.busy).remove(port_id);
+    }
+
+    /// Every port a pool holds or an operation has in hand, read at one instant.
+    pub(super) fn held(&self) -> BTreeSet<String> {
+        let busy = lock(&self.busy);
+        let mut held = lock(&self.pools).free_port_ids();
+        held.extend(busy.iter().cloned());
+        held
+    }
+
+    /// A pool operation begins (its ports are not loose until it ends).
+    pub(super) fn op(&self) -> Op<'_> {
+        let id = self.next_op.fetch_add(1, Ordering::Relaxed);
+        let scan = self.scans.load(Ordering::SeqCst);
+        lock(&self.ops).insert(id, scan);
+        Op { state: self, id }
+    }
+
+    /// A loose-port scan begins: its number.
+    pub(super) fn begin_scan(&self) -> u64 {
+        self.scans.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The scan number current when the oldest running operation began.
+    pub(super) fn oldest_op(&self) -> Option<u64> {
+        lock(&self.ops).values().min().copied()
+    }
+
+    pub(super) fn target(&self, key: &PoolKey) -> Option<Target> {
+        lock(&self.targets).get(key).cloned()
     }
 
     pub fn targets(&self) -> Vec<Target> {

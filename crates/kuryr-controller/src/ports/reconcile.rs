@@ -69,6 +69,8 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         let pod = facts(kp, &ctx.project_id, sgs)?;
         let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
         let vif = vif?;
+        // A pool port stays out of the loose-port scan's reach until the status names it or it went back.
+        let _lent = pool::Lent::new(ctx, &vif.port_id);
         ctx.metrics.calls_per_op("wire", calls);
         // A port of its own: earlier attempts cut short may have left others tagged for this pod.
         if !pool::is_pool_port(ctx, &vif.port_id) {

@@ -84,6 +84,14 @@ impl Trunks {
         Ok(parent)
     }
 
+    /// The node whose cached parent has trunk `trunk_id`, with that parent.
+    pub fn node_of_trunk(&self, trunk_id: &str) -> Option<(String, Parent)> {
+        lock(&self.parents)
+            .iter()
+            .find(|(_, p)| p.trunk_id == trunk_id)
+            .map(|(n, p)| (n.clone(), p.clone()))
+    }
+
     /// The trunk went away: find the parent again next time and rebuild its VLANs from Neutron.
     pub fn forget_parent(&self, node: &str) {
         if let Some(p) = lock(&self.parents).remove(node) {

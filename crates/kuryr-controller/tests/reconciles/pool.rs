@@ -1,12 +1,16 @@
-//! Warm pools: trimmed to their high watermark, rebuilt after a restart, and given back to on release.
+//! Warm pools: trimmed to their high watermark, rebuilt after a restart (and then topped up without
+//! waiting for a pod), given back to on release, and their loose ports adopted or deleted while running.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use kuryr_controller::ports::{allocate, pool};
 use kuryr_core::pool::{PoolKey, PoolParent};
 use kuryr_core::PoolLimits;
+use kuryr_openstack::neutron::ports::{self, CreatePort};
+use kuryr_openstack::neutron::trunks::{self, SubPort};
 
-use crate::harness::{harness, kuryrport, vif, TestCloud};
+use crate::harness::{harness, kuryrport, vif, TestCloud, NODE};
 
 /// Ids of the free ports of the node's pool.
 fn free(h: &crate::harness::Harness, cloud: &TestCloud) -> Vec<String> {
@@ -91,4 +95,74 @@ async fn a_released_pool_port_goes_back_to_its_pool() {
         cloud.subports().await.iter().any(|(p, _)| *p == vif.port_id),
         "still a subport, ready to reuse"
     );
+}
+
+fn live(cloud: &TestCloud) -> BTreeSet<PoolParent> {
+    BTreeSet::from([PoolParent::Trunk(cloud.trunk_id.clone())])
+}
+
+#[tokio::test]
+async fn loose_pool_ports_are_adopted_or_deleted_by_the_running_upkeep_at_their_second_round() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |_| {});
+    h.wired("web-0").await;
+    // A bulk create for a refill that outlived its caller: two pool ports no pool holds and no status
+    // names; the first also got attached (its add_subports went through, the answer was lost).
+    let body = CreatePort {
+        device_owner: Some("compute:kuryr".into()),
+        tags: pool::owner(&h.ctx).tags().unwrap(),
+        ..CreatePort::on_subnet(&cloud.network_id, &cloud.subnet_id)
+    };
+    let made = ports::bulk_create(&cloud.cloud, &[body.clone(), body])
+        .await
+        .unwrap();
+    let (attached, unattached) = (made[0].id.clone(), made[1].id.clone());
+    trunks::add_subports(&cloud.cloud, &cloud.trunk_id, &[SubPort::vlan(&attached, 100)])
+        .await
+        .unwrap();
+
+    // First sighting: a refill whose answer is still coming would add them, so nothing is done yet.
+    pool::maintain(&h.ctx, &live(&cloud)).await.unwrap();
+    assert!(!free(&h, &cloud).contains(&attached));
+    assert!(cloud.pod_ports().await.contains(&unattached));
+
+    // Second round: the subport of the live node goes to its pool, the port attached nowhere is deleted.
+    pool::maintain(&h.ctx, &live(&cloud)).await.unwrap();
+    assert!(free(&h, &cloud).contains(&attached), "adopted");
+    assert!(pool::is_pool_port(&h.ctx, &attached));
+    assert!(cloud
+        .subports()
+        .await
+        .iter()
+        .any(|(p, vlan)| *p == attached && *vlan == 100));
+    assert!(!cloud.pod_ports().await.contains(&unattached), "deleted");
+}
+
+#[tokio::test]
+async fn a_pool_rebuilt_after_a_restart_is_topped_up_without_waiting_for_a_pod() {
+    let cloud = TestCloud::start().await;
+    let mut before = harness(&cloud, |_| {});
+    let kp = before.wired("web-0").await;
+    let rebuilt = free(&before, &cloud).len();
+    drop(before);
+    // Restarted with a higher low watermark: the rebuilt pool is below it, and no pod comes.
+    let mut h = harness(&cloud, |c| c.pool_limits = PoolLimits::new(12, 20, 4).unwrap());
+    h.add_kuryrport(&kp);
+    assert!(rebuilt < 12, "{rebuilt} free after the first refill");
+    // As the upkeep loop does before each round: the live nodes' parents.
+    let node = h.ctx.node(NODE).unwrap();
+    h.ctx.trunks.parent_of(&h.ctx.cloud, &node).await.unwrap();
+
+    pool::maintain(&h.ctx, &live(&cloud)).await.unwrap();
+
+    // The top-up runs in the background; wait for it (bounded), then check what it made.
+    for _ in 0..200 {
+        if free(&h, &cloud).len() >= 12 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let now = free(&h, &cloud).len();
+    assert!(now >= 12, "{now} free after the upkeep, {rebuilt} before");
+    assert_eq!(cloud.subports().await.len(), now + 1, "every free port a subport");
 }

@@ -324,3 +324,30 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn free_ports_gone_from_neutron_leave_their_pools_and_idle_pools_go() {
+    let mut pools = Pools::default();
+    let defaults = sgs(&["default"]);
+    pools
+        .entry(mk_key("t1"), &defaults)
+        .add_free("a", defaults.clone());
+    pools
+        .entry(mk_key("t1"), &defaults)
+        .add_free("b", defaults.clone());
+    pools
+        .entry(mk_key("t2"), &defaults)
+        .add_free("c", defaults.clone());
+    pools.entry(mk_key("t3"), &defaults).begin_create(2);
+    // "c" was free before the list and is not listed; "b" became free after the list began.
+    let before = sgs(&["a", "c"]);
+    let listed = sgs(&["a"]);
+    assert_eq!(pools.forget_vanished(&before, &listed), ["c"]);
+    assert_eq!(pools.free_port_ids(), sgs(&["a", "b"]));
+    // t2 is empty now, t3 has creates in flight, t1 has ports.
+    assert_eq!(pools.drop_idle(|_| false), [mk_key("t2")]);
+    assert_eq!(pools.len(), 2);
+    // A kept pool stays even when idle.
+    pools.entry(mk_key("t4"), &defaults);
+    assert!(pools.drop_idle(|k| *k == mk_key("t4")).is_empty());
+}
