@@ -163,6 +163,24 @@ async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
         });
     };
 
+    // oslo.middleware's sizelimit runs before anything else of the service: a body over its limit is 413.
+    let limit = match service {
+        Service::Neutron => profile.max_request_body.neutron,
+        Service::Octavia => profile.max_request_body.octavia,
+        _ => None,
+    };
+    if let Some(limit) = limit {
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            log(413, None, None, op);
+            return too_large().into_response();
+        }
+    }
+
     // Read bulk-capable bodies once to learn the item count (and name bulk calls apart).
     let (req, items, provider) = if PEEKED.contains(&op) {
         let (parts, body) = req.into_parts();
@@ -284,6 +302,16 @@ async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
     }
     log(resp.status().as_u16(), items, fault_desc, op);
     resp
+}
+
+/// What webob's `HTTPRequestEntityTooLarge` answers a JSON client (oslo.middleware's sizelimit).
+fn too_large() -> Response {
+    let body = serde_json::json!({
+        "code": "413 Request Entity Too Large",
+        "title": "Request Entity Too Large",
+        "message": "Request is too large.",
+    });
+    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response()
 }
 
 /// Unknown paths: 404 in the shape of the service the path looks like.

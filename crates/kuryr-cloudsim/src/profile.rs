@@ -48,6 +48,26 @@ pub struct Profile {
     pub lb_faults: Vec<LbFaultRule>,
     /// How many calls the call log keeps (oldest dropped first).
     pub call_log_capacity: usize,
+    /// Request body limits (oslo.middleware's sizelimit, `max_request_body_size`): a larger body is
+    /// answered 413 before the API sees it. Octavia wraps its API in it (114,688 bytes by default);
+    /// Neutron's api-paste pipeline has no sizelimit filter (a proxy in front may add one).
+    pub max_request_body: BodyLimits,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BodyLimits {
+    pub neutron: Option<usize>,
+    pub octavia: Option<usize>,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        Self {
+            neutron: None,
+            octavia: Some(114_688),
+        }
+    }
 }
 
 impl Default for Profile {
@@ -64,6 +84,7 @@ impl Default for Profile {
             faults: Vec::new(),
             lb_faults: Vec::new(),
             call_log_capacity: 200_000,
+            max_request_body: BodyLimits::default(),
         }
     }
 }

@@ -103,6 +103,10 @@ pub struct Args {
     /// OpenStack client rate limit: calls allowed back to back from a full bucket (per service).
     #[arg(long, env = "KURYR_OPENSTACK_BURST", default_value_t = 40)]
     pub openstack_burst: u32,
+    /// The cloud's request body limit in bytes (oslo.middleware `max_request_body_size`; Octavia's default
+    /// 114,688): bulk port and rule creates and Octavia member writes are shaped to fit it.
+    #[arg(long, env = "KURYR_OPENSTACK_MAX_REQUEST_BODY", default_value_t = kuryr_openstack::fit::DEFAULT_MAX_REQUEST_BODY)]
+    pub openstack_max_request_body: usize,
     /// Subnet of the Service IP range: turns on Services → Octavia (VIP = clusterIP on this subnet).
     #[arg(long, env = "KURYR_SERVICE_SUBNET")]
     pub service_subnet: Option<String>,
@@ -134,6 +138,10 @@ pub struct Args {
     /// Seconds a load balancer may stay PENDING_* before it is replaced.
     #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
     pub lb_pending_limit: u64,
+    /// Milliseconds added to the pending limit for each member the write carried (providers that add
+    /// members one by one, like ovn, take seconds per member of a large batch).
+    #[arg(long, env = "KURYR_LB_PENDING_PER_MEMBER_MS", default_value_t = 3000)]
+    pub lb_pending_per_member_ms: u64,
     /// Seconds between drift checks of each load balancer against Octavia.
     #[arg(long, env = "KURYR_LB_DRIFT_INTERVAL", default_value_t = 300)]
     pub lb_drift_interval: u64,
@@ -318,6 +326,7 @@ impl Args {
             s.floating_ip_networks = nonempty(&self.lb_floating_ip_networks);
             s.floating_ip_cidrs = fip_cidrs;
             s.pending_limit = std::time::Duration::from_secs(self.lb_pending_limit);
+            s.pending_per_member = std::time::Duration::from_millis(self.lb_pending_per_member_ms);
             s.drift_interval = std::time::Duration::from_secs(self.lb_drift_interval);
             s.coalesce = std::time::Duration::from_millis(self.lb_coalesce_ms);
             s
@@ -367,7 +376,9 @@ impl Args {
                 ClientConfig::clouds_yaml(file.clone(), cloud.clone().unwrap_or_else(|| "kuryr".into()))
             }
         };
-        config.with_rate_limit(self.rate_limit())
+        config
+            .with_rate_limit(self.rate_limit())
+            .with_max_request_body(self.openstack_max_request_body)
     }
 
     /// The client's rate limit: `--openstack-qps` 0 (or less) is no limit.

@@ -38,6 +38,7 @@ struct Inner {
     octavia_features: OnceCell<OctaviaFeatures>,
     /// clouds.yaml `verify: false`: certificates are not checked.
     insecure_tls: bool,
+    max_request_body: usize,
 }
 
 impl std::fmt::Debug for Cloud {
@@ -157,8 +158,14 @@ impl Cloud {
                 neutron_features: OnceCell::new(),
                 octavia_features: OnceCell::new(),
                 insecure_tls: tls.insecure,
+                max_request_body: config.max_request_body,
             }),
         })
+    }
+
+    /// The cloud's request body limit, in bytes: what bulk bodies are split to fit ([`crate::fit`]).
+    pub fn max_request_body(&self) -> usize {
+        self.inner.max_request_body
     }
 
     /// The loud startup warning when certificate verification is off (clouds.yaml `verify: false`).
@@ -236,6 +243,15 @@ impl Cloud {
             })?),
             None => None,
         };
+        if let Some(b) = body.as_ref().filter(|b| b.len() > inner.max_request_body) {
+            return Err(crate::fit::too_large(
+                req.service,
+                req.op,
+                req.method.as_str(),
+                b.len(),
+                inner.max_request_body,
+            ));
+        }
         let mut attempt: u32 = 0;
         let mut reauthed = false;
         loop {

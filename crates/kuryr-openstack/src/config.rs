@@ -40,6 +40,9 @@ pub struct ClientConfig {
     /// Re-authenticate this long before the token expires (capped at a quarter of the token's lifetime,
     /// so short-lived tokens are renewed too).
     pub token_renew_margin: Duration,
+    /// The cloud's request body limit (`max_request_body_size`): bulk bodies are split to fit it, and a
+    /// body over it is refused here instead of by a 413.
+    pub max_request_body: usize,
 }
 
 impl AuthSource {
@@ -84,6 +87,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(60),
             token_renew_margin: Duration::from_secs(120),
+            max_request_body: crate::fit::DEFAULT_MAX_REQUEST_BODY,
         }
     }
 
@@ -96,6 +100,11 @@ impl ClientConfig {
 
     pub fn with_rate_limit(mut self, rate_limit: RateLimit) -> Self {
         self.rate_limit = rate_limit;
+        self
+    }
+
+    pub fn with_max_request_body(mut self, bytes: usize) -> Self {
+        self.max_request_body = bytes;
         self
     }
 

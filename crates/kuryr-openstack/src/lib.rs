@@ -7,6 +7,7 @@
 //!   security groups and rules, floating IPs, quotas, tags, extension discovery.
 //! - [`octavia`]: fully-populated LB create, batch member replace, per-object CRUD, cascade delete,
 //!   status tree, providers, version gates; [`waiter`] tells ACTIVE, ERROR and stuck PENDING_* apart.
+//! - [`fit`]: bulk bodies split to the cloud's request-size limit (413 is never retried).
 //! - [`batch`]: single-object reads coalesced into list calls by id (port ACTIVE polls under a burst).
 //! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created;
 //!   [`tagged`]: everything one cluster's tags are on, with its owner.
@@ -20,6 +21,7 @@ pub mod batch;
 pub mod client;
 pub mod config;
 pub mod errors;
+pub mod fit;
 mod gate;
 pub mod metrics;
 pub mod neutron;

@@ -62,6 +62,7 @@ conformance!(
     errors_not_found_and_bad_request,
     errors_over_quota,
     errors_octavia_quota,
+    errors_request_too_large,
     auth_password,
     auth_application_credential,
     auth_token_expires_mid_run,

@@ -34,7 +34,10 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
     } else {
         (Duration::ZERO, Duration::ZERO)
     };
-    match assess(&states, pending_for, ctx.config.pending_limit) {
+    let limit = ctx
+        .schedule()
+        .pending_limit(uid, ctx.config.pending_limit, ctx.config.pending_per_member);
+    match assess(&states, pending_for, limit) {
         Assessment::Repair { kind, reason } => {
             replace(round, &lb, kind, &reason).await?;
             let next = round.finish(Duration::ZERO, false, "Repairing", reason).await?;
@@ -80,7 +83,8 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         Some(&observed),
         round.member_subnet.as_deref(),
     );
-    let ops = plan(&round.desired, Some(&observed));
+    let fit = octavia::BodyFit::new(&ctx.cloud, ctx.project_id.as_deref(), &round.tags);
+    let ops = plan(&round.desired, Some(&observed), &fit);
     let Some(op) = ops.first() else {
         return Ok(Converged::Active(Box::new(lb)));
     };
@@ -90,14 +94,14 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
     if let Op::Recreate { reason } = op {
         replace(round, &lb, RepairKind::Changed, reason).await?;
     } else {
-        // A member replace leaves listeners, pools and monitors as they were (members come from the
+        // A member write leaves listeners, pools and monitors as they were (members come from the
         // tree); any other write changes what was read.
-        if !matches!(op, Op::ReplaceMembers { .. }) {
+        if !op.members_only() {
             ctx.schedule().forget_observed(&lb.id);
         }
         octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &round.tags).await?;
         ctx.metrics.lb_op(op.kind());
-        ctx.schedule().wrote(uid, Instant::now());
+        ctx.schedule().wrote(uid, Instant::now(), op.members());
         info!(op = op.kind(), left = ops.len() - 1, "octavia write");
     }
     let progress = format!("{} ({} to go)", op.kind(), ops.len());

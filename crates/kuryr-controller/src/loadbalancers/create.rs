@@ -1,9 +1,9 @@
 //! Nothing in Octavia yet: one fully-populated create (load balancer, listeners, pools, members and health
-//! monitors in one call), once the endpoints burst has settled.
+//! monitors in one call, as many members as fit its body), once the endpoints burst has settled.
 
 use std::time::Instant;
 
-use kuryr_core::lb::Op;
+use kuryr_core::lb::create_op;
 use tracing::info;
 
 use super::octavia::{self, Done};
@@ -17,7 +17,9 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     }
     let ctx = round.ctx;
     status::forget_lb(&mut round.st);
-    let op = Op::CreateLoadBalancer(round.desired.clone());
+    // As much of the tree as one request carries; what is left follows as writes to the new tree.
+    let fit = octavia::BodyFit::new(&ctx.cloud, ctx.project_id.as_deref(), &round.tags);
+    let op = create_op(&round.desired, &fit);
     let Done::Created(created) =
         octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await?
     else {
@@ -32,7 +34,7 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
         if let Some(obs) = octavia::observed_from_graph(&lb, &graph) {
             schedule.remember_observed(obs, Instant::now());
         }
-        schedule.wrote(round.uid.as_str(), Instant::now());
+        schedule.wrote(round.uid.as_str(), Instant::now(), op.members());
     }
     ctx.metrics.lb_op(op.kind());
     info!(lb_id = lb.id, provider = lb.provider, "load balancer created");

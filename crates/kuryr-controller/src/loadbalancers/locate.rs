@@ -52,6 +52,22 @@ pub async fn locate(round: &mut Round<'_>) -> Result<Located> {
         },
         Err(e) if e.is_not_found() => {
             ctx.schedule().forget_observed(&rec.id);
+            // A replacement made while the status write was lost (a kill, an API server restart) holds the
+            // Service's VIP: adopt it, or every create is refused for the address it holds.
+            if let Some(lb) = adopt(round).await?.filter(|lb| lb.id != rec.id) {
+                match tree::get(&ctx.cloud, &lb.id).await {
+                    Ok(t) => {
+                        info!(
+                            lost = rec.id,
+                            lb_id = lb.id,
+                            "the recorded load balancer is gone; adopting the tagged one"
+                        );
+                        return Ok(Located::Found(Box::new(lb), t));
+                    }
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
             repaired(
                 round,
                 RepairKind::Lost,

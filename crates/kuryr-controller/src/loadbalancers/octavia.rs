@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use kuryr_api::loadbalancer::LbProtocol;
 use kuryr_core::lb::{
-    DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
+    DesiredHm, DesiredLb, DesiredListener, DesiredPool, Fit, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Op,
 };
 use kuryr_openstack::octavia::healthmonitors::{self, CreateHealthMonitor, HealthMonitor};
@@ -16,7 +16,7 @@ use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer, Graph, L
 use kuryr_openstack::octavia::members::{self, CreateMember};
 use kuryr_openstack::octavia::pools::{self, CreatePool, SessionPersistence, UpdatePool};
 use kuryr_openstack::octavia::status::{PoolStatus, StatusTree};
-use kuryr_openstack::{Cloud, Owner, Request, Service as OsService};
+use kuryr_openstack::{fit, Cloud, Owner, Request, Service as OsService};
 use serde_json::json;
 
 use crate::errors::Result;
@@ -243,13 +243,17 @@ fn members_of(
 ) -> Vec<CreateMember> {
     members
         .iter()
-        .map(|((ip, port), name)| CreateMember {
-            name: Some(name.clone()),
-            subnet_id: subnet.cloned(),
-            tags: tags.to_vec(),
-            ..CreateMember::new(ip.clone(), *port)
-        })
+        .map(|((ip, port), name)| member(ip, *port, name, subnet, tags))
         .collect()
+}
+
+fn member(ip: &str, port: u32, name: &str, subnet: Option<&String>, tags: &[String]) -> CreateMember {
+    CreateMember {
+        name: Some(name.to_owned()),
+        subnet_id: subnet.cloned(),
+        tags: tags.to_vec(),
+        ..CreateMember::new(ip, port)
+    }
 }
 
 fn health_monitor(hm: &DesiredHm, tags: &[String]) -> CreateHealthMonitor {
@@ -321,6 +325,43 @@ pub fn create_request(d: &DesiredLb, project_id: Option<&str>, tags: &[String]) 
             .map(|(k, l)| listener(*k, l, tags).with_pool(pool(*k, &l.pool, tags, true)))
             .collect(),
         ..CreateLoadBalancer::default()
+    }
+}
+
+/// [`kuryr_core::lb::Fit`] measured on the bodies [`execute`] sends: the same request builders, serialized.
+pub struct BodyFit<'a> {
+    /// The cloud's limit less room for what the client may add (a noauth `project_id`).
+    limit: usize,
+    project_id: Option<&'a str>,
+    tags: &'a [String],
+}
+
+impl<'a> BodyFit<'a> {
+    /// Bytes kept free below the cloud's limit for what the client adds to a body after it is sized.
+    const SLACK: usize = 1024;
+
+    pub fn new(cloud: &Cloud, project_id: Option<&'a str>, tags: &'a [String]) -> Self {
+        Self {
+            limit: cloud.max_request_body().saturating_sub(Self::SLACK),
+            project_id,
+            tags,
+        }
+    }
+}
+
+impl Fit for BodyFit<'_> {
+    fn create_fits(&self, lb: &DesiredLb) -> bool {
+        let body = json!({ "loadbalancer": create_request(lb, self.project_id, self.tags) });
+        fit::json_len(&body) <= self.limit
+    }
+
+    fn members_fitting(&self, members: &[(&MemberKey, &String)], subnet_id: Option<&str>) -> usize {
+        let subnet = subnet_id.map(str::to_owned);
+        let sizes: Vec<usize> = members
+            .iter()
+            .map(|((ip, port), name)| fit::json_len(&member(ip, *port, name, subnet.as_ref(), self.tags)))
+            .collect();
+        fit::prefix_fitting(&sizes, fit::envelope("members"), self.limit)
     }
 }
 
@@ -410,6 +451,12 @@ pub async fn execute(
             members: m,
             subnet_id,
         } => members::batch_replace(cloud, pool_id, &members_of(m, subnet_id.as_ref(), tags)).await?,
+        Op::AddMembers {
+            pool_id,
+            members: m,
+            subnet_id,
+        } => members::batch_add(cloud, pool_id, &members_of(m, subnet_id.as_ref(), tags)).await?,
+        Op::DeleteMember { pool_id, id } => members::delete(cloud, pool_id, id).await?,
         Op::CreateHealthMonitor { pool_id, hm } => {
             let mut req = health_monitor(hm, tags);
             req.pool_id = Some(pool_id.clone());

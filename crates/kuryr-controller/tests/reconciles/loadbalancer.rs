@@ -200,7 +200,11 @@ impl Lb {
 
     /// Rounds until `Ready=True` (a few: finalizer, create, then ACTIVE); the object then.
     async fn until_ready(&mut self) -> KuryrLoadBalancer {
-        for _ in 0..6 {
+        self.until_ready_within(6).await
+    }
+
+    async fn until_ready_within(&mut self, rounds: usize) -> KuryrLoadBalancer {
+        for _ in 0..rounds {
             let klb = self.round().await;
             if klb
                 .status
@@ -210,7 +214,7 @@ impl Lb {
                 return klb;
             }
         }
-        panic!("not Ready after 6 rounds: {:?}", self.klb().status);
+        panic!("not Ready after {rounds} rounds: {:?}", self.klb().status);
     }
 }
 
@@ -305,4 +309,109 @@ async fn a_type_load_balancer_service_gets_a_floating_ip_published_on_the_servic
     assert_eq!(found[0].floating_ip_address, fip);
     let svc = lb.api.get(&Lb::svc_path()).unwrap();
     assert_eq!(svc["status"]["loadBalancer"]["ingress"][0]["ip"], fip.as_str());
+}
+
+/// The members Octavia holds for the Service's one pool, as (address, port).
+async fn octavia_members(
+    cloud: &TestCloud,
+    klb: &KuryrLoadBalancer,
+) -> std::collections::BTreeSet<(String, u32)> {
+    let pool = &klb.status.as_ref().unwrap().pools[0].id;
+    kuryr_openstack::octavia::members::list(&cloud.cloud, pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.address, m.protocol_port))
+        .collect()
+}
+
+fn ips(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("10.10.{}.{}", 1 + i / 250, 2 + i % 250))
+        .collect()
+}
+
+/// Octavia's request-size limit (cloudsim enforces the real 112 KiB): a Service of 5,000 endpoints is
+/// built in bodies that fit — a create carrying what fits, then additive member batches — never a 413;
+/// scaled to 10 it is one replace; back to 5,000 additive batches again. Members exact each time.
+#[tokio::test]
+async fn a_service_of_5000_endpoints_is_built_in_bodies_that_fit_and_scales_down_and_back() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    let all = ips(5000);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let want = |n: usize| -> std::collections::BTreeSet<(String, u32)> {
+        all[..n].iter().map(|ip| (ip.clone(), 8080)).collect()
+    };
+    let member_writes = |cloud: &TestCloud| cloud.sim.calls_matching("octavia.members.batch_update");
+
+    lb.service_with("ClusterIP", &refs).await;
+    let klb = lb.until_ready_within(60).await;
+    assert_eq!(octavia_members(&cloud, &klb).await, want(5000));
+    assert!(
+        cloud.sim.calls().iter().all(|c| c.status != 413),
+        "a body over the limit was sent"
+    );
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+    let batches = member_writes(&cloud);
+    // 5,000 members with their tags are about a megabyte: several bodies, none of them a replace; the
+    // create carried the members the batches did not.
+    assert!(batches.len() > 5, "{} member writes", batches.len());
+    assert!(batches.iter().all(|c| c.path.contains("additive_only=true")));
+    let sent: usize = batches.iter().filter_map(|c| c.items).sum();
+    assert!((1..5000).contains(&sent), "{sent} members in batches");
+    eprintln!(
+        "5000 endpoints: 1 create + {} additive member batches",
+        batches.len()
+    );
+
+    cloud.sim.clear_calls();
+    lb.service_with("ClusterIP", &refs[..10]).await;
+    let klb = lb.until_ready_within(6).await;
+    assert_eq!(octavia_members(&cloud, &klb).await, want(10));
+    let down = member_writes(&cloud);
+    assert_eq!(down.len(), 1, "5000 -> 10 is one replace: {down:?}");
+    assert!(!down[0].path.contains("additive_only"));
+
+    cloud.sim.clear_calls();
+    lb.service_with("ClusterIP", &refs).await;
+    let klb = lb.until_ready_within(60).await;
+    assert_eq!(octavia_members(&cloud, &klb).await, want(5000));
+    let up = member_writes(&cloud);
+    assert!(up
+        .iter()
+        .all(|c| c.path.contains("additive_only=true") && c.status == 202));
+    assert!(up.iter().filter_map(|c| c.items).sum::<usize>() >= 4990);
+    assert_eq!(klb.status.unwrap().members.len(), 5000);
+}
+
+/// The status names a load balancer that is gone while another one tagged for the Service exists (a
+/// replacement whose status write was lost to a kill or an API server restart; it holds the VIP, so a
+/// create would be refused for the address): the tagged one is adopted, nothing is created.
+#[tokio::test]
+async fn a_status_naming_a_gone_load_balancer_adopts_the_tagged_one_instead_of_creating() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    let klb = lb.until_ready().await;
+    let live = klb
+        .status
+        .as_ref()
+        .unwrap()
+        .loadbalancer
+        .as_ref()
+        .unwrap()
+        .id
+        .clone();
+    let mut stale = klb.clone();
+    stale.status.as_mut().unwrap().loadbalancer.as_mut().unwrap().id =
+        "00000000-0000-4000-8000-00000000dead".into();
+    stale.metadata.generation = Some(2);
+    lb.api.put(&Lb::klb_path(), &stale);
+    cloud.sim.clear_calls();
+
+    let klb = lb.until_ready().await;
+
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    assert_eq!(klb.status.unwrap().loadbalancer.unwrap().id, live);
 }

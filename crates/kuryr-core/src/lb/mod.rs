@@ -10,6 +10,7 @@
 //!   rest of the Service is still served.
 //! - [`plan`]: desired tree vs the observed one → the fewest Octavia writes ([`Op`]): one fully-populated create
 //!   for a new Service, one batch member replace per pool whose members changed.
+//! - [`fit`]: the same writes shaped to the cloud's request-size limit (members in several bodies).
 //! - [`member_subnet`]: which subnet members are declared on (pods: the pod subnet; the API servers of
 //!   `default/kubernetes` and other non-pod backends: the subnet holding them).
 //! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
@@ -21,6 +22,7 @@
 pub mod allow;
 pub mod desired;
 pub mod endpoints;
+pub mod fit;
 pub mod health;
 pub mod member_subnet;
 pub mod model;
@@ -34,11 +36,12 @@ mod tests;
 
 pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, FipClaim};
 pub use desired::{desired_lb, OctaviaCaps};
+pub use fit::{Fit, Unlimited};
 pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
 pub use model::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Problem,
 };
-pub use plan::{plan, Op};
+pub use plan::{create_op, plan, Op};
 pub use schedule::{Schedule, ScheduleConfig};
 pub use service::{service_spec, Skip, SpecDefaults};

@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use super::fit::{batches, creatable, Fit};
 use super::model::{DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedLb};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// One POST with listeners, pools, members and health monitors.
+    /// One POST with listeners, pools, members and health monitors (as many members as fit the body).
     CreateLoadBalancer(DesiredLb),
     /// Cascade delete and build again (provider or VIP changed).
     Recreate {
@@ -50,6 +51,16 @@ pub enum Op {
         members: BTreeMap<MemberKey, String>,
         subnet_id: Option<String>,
     },
+    /// Members added (or updated) in one call, the pool's others left alone (a set too large for one body).
+    AddMembers {
+        pool_id: String,
+        members: BTreeMap<MemberKey, String>,
+        subnet_id: Option<String>,
+    },
+    DeleteMember {
+        pool_id: String,
+        id: String,
+    },
     CreateHealthMonitor {
         pool_id: String,
         hm: DesiredHm,
@@ -73,16 +84,41 @@ impl Op {
             Op::UpdateListener { .. } => "update_listener",
             Op::UpdatePool { .. } => "update_pool",
             Op::ReplaceMembers { .. } => "replace_members",
+            Op::AddMembers { .. } => "add_members",
+            Op::DeleteMember { .. } => "delete_member",
             Op::CreateHealthMonitor { .. } => "create_healthmonitor",
             Op::DeleteHealthMonitor { .. } => "delete_healthmonitor",
         }
     }
+
+    /// Members the op's body carries.
+    pub fn members(&self) -> usize {
+        match self {
+            Op::CreateLoadBalancer(lb) => lb.listeners.values().map(|l| l.pool.members.len()).sum(),
+            Op::ReplaceMembers { members, .. } | Op::AddMembers { members, .. } => members.len(),
+            Op::DeleteMember { .. } => 1,
+            _ => 0,
+        }
+    }
+
+    /// Whether the op touches members only (listeners, pools and monitors stay as they were read).
+    pub fn members_only(&self) -> bool {
+        matches!(
+            self,
+            Op::ReplaceMembers { .. } | Op::AddMembers { .. } | Op::DeleteMember { .. }
+        )
+    }
 }
 
-/// Every op needed, in order. Empty: Octavia matches the spec.
-pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>) -> Vec<Op> {
+/// The create of a new load balancer: the whole tree when it fits one request (see [`super::fit`]).
+pub fn create_op(desired: &DesiredLb, fit: &dyn Fit) -> Op {
+    Op::CreateLoadBalancer(creatable(desired, fit))
+}
+
+/// Every op needed, in order, each fitting one request. Empty: Octavia matches the spec.
+pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>, fit: &dyn Fit) -> Vec<Op> {
     let Some(obs) = observed else {
-        return vec![Op::CreateLoadBalancer(desired.clone())];
+        return vec![create_op(desired, fit)];
     };
     if let Some(p) = desired.provider.as_deref() {
         if !obs.provider.is_empty() && obs.provider != p {
@@ -149,15 +185,7 @@ pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>) -> Vec<Op> {
                 session_persistence: want.pool.session_persistence.clone(),
             });
         }
-        let same_members = pool.members.len() == want.pool.members.len()
-            && want.pool.members.keys().all(|k| pool.members.contains_key(k));
-        if !same_members {
-            ops.push(Op::ReplaceMembers {
-                pool_id: pool.id.clone(),
-                members: want.pool.members.clone(),
-                subnet_id: want.pool.member_subnet_id.clone(),
-            });
-        }
+        ops.extend(member_ops(&pool.id, &want.pool, &pool.members, fit));
         match (&pool.health_monitor, &want.pool.health_monitor) {
             (None, Some(hm)) => ops.push(Op::CreateHealthMonitor {
                 pool_id: pool.id.clone(),
@@ -170,6 +198,56 @@ pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>) -> Vec<Op> {
         }
     }
     ops
+}
+
+/// The writes that make a pool's members `want`'s, each fitting one body (the choice is explained in
+/// [`super::fit`]).
+fn member_ops(
+    pool_id: &str,
+    want: &DesiredPool,
+    have: &BTreeMap<MemberKey, String>,
+    fit: &dyn Fit,
+) -> Vec<Op> {
+    let same = have.len() == want.members.len() && want.members.keys().all(|k| have.contains_key(k));
+    if same {
+        return Vec::new();
+    }
+    let subnet = want.member_subnet_id.as_deref();
+    let all: Vec<(&MemberKey, &String)> = want.members.iter().collect();
+    let replace = |members| Op::ReplaceMembers {
+        pool_id: pool_id.to_owned(),
+        members,
+        subnet_id: want.member_subnet_id.clone(),
+    };
+    let add = |members| Op::AddMembers {
+        pool_id: pool_id.to_owned(),
+        members,
+        subnet_id: want.member_subnet_id.clone(),
+    };
+    if fit.members_fitting(&all, subnet) >= all.len() {
+        return vec![replace(want.members.clone())];
+    }
+    let (kept, missing): (Vec<_>, Vec<_>) = all.iter().copied().partition(|(k, _)| have.contains_key(*k));
+    let stale: Vec<&String> = have
+        .iter()
+        .filter(|(k, _)| !want.members.contains_key(*k))
+        .map(|(_, id)| id)
+        .collect();
+    let adding = batches(&missing, subnet, fit);
+    let reset_order: Vec<(&MemberKey, &String)> = kept.into_iter().chain(missing.iter().copied()).collect();
+    let resetting = batches(&reset_order, subnet, fit);
+    if adding.len() + stale.len() <= resetting.len() {
+        let mut ops: Vec<Op> = adding.into_iter().map(add).collect();
+        ops.extend(stale.into_iter().map(|id| Op::DeleteMember {
+            pool_id: pool_id.to_owned(),
+            id: id.clone(),
+        }));
+        ops
+    } else {
+        let mut bodies = resetting.into_iter();
+        let first = bodies.next().map(replace);
+        first.into_iter().chain(bodies.map(add)).collect()
+    }
 }
 
 fn sorted(v: &[String]) -> Vec<&String> {

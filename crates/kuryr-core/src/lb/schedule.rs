@@ -28,6 +28,8 @@ pub struct Schedule {
     config: ScheduleConfig,
     /// Since when the tree has been pending without a break, and polls so far.
     pending: HashMap<String, (Instant, u32)>,
+    /// Members carried by the write the tree is pending on (a provider may take time per member).
+    in_flight: HashMap<String, usize>,
     bursts: HashMap<String, Burst>,
     looks: HashMap<String, Look>,
     /// When the object's tagged load balancers were last listed.
@@ -65,6 +67,7 @@ impl Schedule {
         Self {
             config,
             pending: HashMap::new(),
+            in_flight: HashMap::new(),
             bursts: HashMap::new(),
             looks: HashMap::new(),
             listed: HashMap::new(),
@@ -84,14 +87,25 @@ impl Schedule {
         (now.saturating_duration_since(e.0), delay)
     }
 
-    /// We just wrote to Octavia: the tree goes pending now, polls start from the minimum again.
-    pub fn wrote(&mut self, uid: &str, now: Instant) {
+    /// We just wrote to Octavia, carrying `members` members: the tree goes pending now, polls start from
+    /// the minimum again.
+    pub fn wrote(&mut self, uid: &str, now: Instant, members: usize) {
         self.pending.insert(uid.to_owned(), (now, 0));
+        self.in_flight.insert(uid.to_owned(), members);
+    }
+
+    /// How long the tree may stay pending before it counts as stuck: `base`, plus `per_member` for each
+    /// member the last write carried (the ovn provider adds members one by one, seconds each on a busy
+    /// host: a large batch is not a stuck one).
+    pub fn pending_limit(&self, uid: &str, base: Duration, per_member: Duration) -> Duration {
+        let members = self.in_flight.get(uid).copied().unwrap_or(0);
+        base.saturating_add(per_member.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX)))
     }
 
     /// The tree is ACTIVE (or was replaced).
     pub fn settled(&mut self, uid: &str) {
         self.pending.remove(uid);
+        self.in_flight.remove(uid);
     }
 
     // === endpoint bursts ===
@@ -240,6 +254,7 @@ impl Schedule {
     /// The KuryrLoadBalancer is gone: drop what was kept for it.
     pub fn forget(&mut self, uid: &str) {
         self.pending.remove(uid);
+        self.in_flight.remove(uid);
         self.bursts.remove(uid);
         self.looks.remove(uid);
         self.listed.remove(uid);
@@ -278,7 +293,7 @@ mod tests {
         let t0 = Instant::now();
         s.pending("klb", t0);
         s.pending("klb", t0 + 500 * MS);
-        s.wrote("klb", t0 + 600 * MS);
+        s.wrote("klb", t0 + 600 * MS, 0);
         assert_eq!(s.pending("klb", t0 + 700 * MS), (100 * MS, 100 * MS));
     }
 
@@ -388,6 +403,21 @@ mod tests {
     }
 
     #[test]
+    fn a_write_of_many_members_may_stay_pending_longer_and_settling_resets_it() {
+        let t0 = Instant::now();
+        let mut s = schedule();
+        let base = Duration::from_secs(300);
+        let per = Duration::from_secs(3);
+        assert_eq!(s.pending_limit("klb", base, per), base);
+        s.wrote("klb", t0, 300);
+        assert_eq!(s.pending_limit("klb", base, per), base + Duration::from_secs(900));
+        s.settled("klb");
+        assert_eq!(s.pending_limit("klb", base, per), base);
+        s.wrote("klb", t0, 2);
+        assert_eq!(s.pending_limit("klb", base, per), base + Duration::from_secs(6));
+    }
+
+    #[test]
     fn forgetting_an_object_leaves_nothing_behind() {
         let mut s = schedule();
         let t0 = Instant::now();
@@ -398,7 +428,7 @@ mod tests {
         s.abandon("lb1");
         s.forget("klb");
         s.forget_lb("lb1");
-        assert!(s.pending.is_empty() && s.bursts.is_empty() && s.looks.is_empty());
+        assert!(s.pending.is_empty() && s.in_flight.is_empty() && s.bursts.is_empty() && s.looks.is_empty());
         assert!(s.listed.is_empty() && s.sweep_wanted.is_empty());
         assert!(!s.is_abandoned("lb1"));
     }

@@ -388,10 +388,10 @@ fn observed_from(lb: &DesiredLb) -> ObservedLb {
 fn a_new_service_is_one_create_and_a_settled_one_needs_nothing() {
     let spec = two_port_spec();
     let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
-    let ops = plan(&lb, None);
+    let ops = plan(&lb, None, &Unlimited);
     assert_eq!(ops.len(), 1);
     assert!(matches!(ops[0], Op::CreateLoadBalancer(_)));
-    assert!(plan(&lb, Some(&observed_from(&lb))).is_empty());
+    assert!(plan(&lb, Some(&observed_from(&lb)), &Unlimited).is_empty());
 }
 
 fn pool_members(slices: Vec<kuryr_api::loadbalancer::LbEndpointSlice>) -> Vec<(String, u32)> {
@@ -467,7 +467,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let mut spec20 = spec.clone();
     spec20.endpoint_slices = endpoints::from_slices(&ep, false);
     let (lb20, _) = desired_lb("ns", "web", &spec20, &c, None);
-    let ops = plan(&lb20, Some(&obs));
+    let ops = plan(&lb20, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 2, "{ops:?}");
     for op in &ops {
         let Op::ReplaceMembers { members, .. } = op else {
@@ -494,7 +494,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
         });
     only_http.endpoint_slices[0].endpoints.truncate(1);
     let (lb1, _) = desired_lb("ns", "web", &only_http, &c, None);
-    let ops = plan(&lb1, Some(&obs));
+    let ops = plan(&lb1, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 1, "{ops:?}");
     assert!(matches!(&ops[0], Op::ReplaceMembers { pool_id, .. } if pool_id == "p80"));
 }
@@ -509,7 +509,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     let mut t = spec.clone();
     t.timeout_client_data = Some(90000);
     let (lbt, _) = desired_lb("ns", "web", &t, &c, None);
-    let ops = plan(&lbt, Some(&obs));
+    let ops = plan(&lbt, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 2);
     assert!(ops.iter().all(|o| matches!(
         o,
@@ -522,7 +522,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     let mut one = spec.clone();
     one.ports.retain(|p| p.port == 80);
     let (lb1, _) = desired_lb("ns", "web", &one, &c, None);
-    let ops = plan(&lb1, Some(&obs));
+    let ops = plan(&lb1, Some(&obs), &Unlimited);
     assert_eq!(
         ops,
         vec![
@@ -532,13 +532,13 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     );
     // Deleted behind our back: the listener comes back, then its pool (with members in one batch).
     obs.listeners.remove(&ListenerKey::new(LbProtocol::Udp, 53));
-    let ops = plan(&lb, Some(&obs));
+    let ops = plan(&lb, Some(&obs), &Unlimited);
     assert!(matches!(&ops[..], [Op::CreateListener { key, .. }] if key.port == 53));
     obs.listeners
         .get_mut(&ListenerKey::new(LbProtocol::Tcp, 80))
         .unwrap()
         .pool = None;
-    let ops = plan(&lb, Some(&obs));
+    let ops = plan(&lb, Some(&obs), &Unlimited);
     assert!(ops
         .iter()
         .any(|o| matches!(o, Op::CreatePool { listener_id, .. } if listener_id == "l80")));
@@ -546,7 +546,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     let mut sa = spec.clone();
     sa.session_affinity = Some(SessionAffinity::ClientIp);
     let (lbs, _) = desired_lb("ns", "web", &sa, &c, None);
-    let ops = plan(&lbs, Some(&observed_from(&lb)));
+    let ops = plan(&lbs, Some(&observed_from(&lb)), &Unlimited);
     assert!(ops.iter().all(|o| matches!(
         o,
         Op::UpdatePool {
@@ -558,7 +558,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     ovn.provider = Some("ovn".into());
     let (lbo, _) = desired_lb("ns", "web", &ovn, &caps("ovn", (2, 30)), None);
     assert!(matches!(
-        &plan(&lbo, Some(&observed_from(&lb)))[..],
+        &plan(&lbo, Some(&observed_from(&lb)), &Unlimited)[..],
         [Op::Recreate { .. }]
     ));
 }
@@ -572,7 +572,7 @@ fn health_monitor_changes_are_delete_then_create() {
     let obs = observed_from(&lb);
     spec.health_monitor.as_mut().unwrap().delay_seconds = Some(9);
     let (changed, _) = desired_lb("ns", "web", &spec, &c, None);
-    let ops = plan(&changed, Some(&obs));
+    let ops = plan(&changed, Some(&obs), &Unlimited);
     assert!(
         ops.iter().all(|o| matches!(o, Op::DeleteHealthMonitor { .. })),
         "{ops:?}"
@@ -581,7 +581,7 @@ fn health_monitor_changes_are_delete_then_create() {
     for l in gone.listeners.values_mut() {
         l.pool.as_mut().unwrap().health_monitor = None;
     }
-    let ops = plan(&changed, Some(&gone));
+    let ops = plan(&changed, Some(&gone), &Unlimited);
     assert!(ops
         .iter()
         .all(|o| matches!(o, Op::CreateHealthMonitor { hm, .. } if hm.delay == 9)));
@@ -644,4 +644,179 @@ fn default_kubernetes_gets_the_api_servers_as_members() {
         ]
     );
     assert_eq!(l.pool.member_subnet_id.as_deref(), Some("nodes"));
+}
+
+/// One http port with the given member IPs (10.1.x.y).
+fn sized_lb(n: usize) -> DesiredLb {
+    let ips: Vec<String> = (0..n)
+        .map(|i| format!("10.1.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let s = svc("ns", "big", &[("http", 80, "TCP", 8080)]);
+    let slices = endpoints::from_slices(&endpoints(&refs, &[], &[("http", 8080, "TCP")]), false);
+    let spec = service_spec(&s, slices, &defaults()).unwrap().0;
+    desired_lb("ns", "big", &spec, &caps("ovn", (2, 30)), None).0
+}
+
+fn member_count(lb: &DesiredLb) -> usize {
+    lb.listeners.values().map(|l| l.pool.members.len()).sum()
+}
+
+/// Carries out member ops on an observed tree the way Octavia does.
+fn apply_member_op(obs: &mut ObservedLb, op: &Op) {
+    let pool = obs.listeners.values_mut().find_map(|l| l.pool.as_mut()).unwrap();
+    match op {
+        Op::ReplaceMembers { members, .. } => {
+            pool.members = members
+                .keys()
+                .map(|k| (k.clone(), format!("m-{}", k.0)))
+                .collect();
+        }
+        Op::AddMembers { members, .. } => {
+            for k in members.keys() {
+                pool.members.insert(k.clone(), format!("m-{}", k.0));
+            }
+        }
+        Op::DeleteMember { id, .. } => pool.members.retain(|_, v| v != id),
+        other => panic!("not a member op: {other:?}"),
+    }
+}
+
+/// Plans and carries out one op at a time, as the controller does, until nothing is left; the writes.
+fn converge_members(want: &DesiredLb, mut obs: ObservedLb, fit: &dyn Fit) -> (Vec<&'static str>, ObservedLb) {
+    let mut kinds = Vec::new();
+    loop {
+        let ops = plan(want, Some(&obs), fit);
+        let Some(op) = ops.first() else {
+            return (kinds, obs);
+        };
+        assert!(kinds.len() < 100, "no end: {kinds:?}");
+        kinds.push(op.kind());
+        apply_member_op(&mut obs, op);
+    }
+}
+
+fn pool_of(obs: &ObservedLb) -> &BTreeMap<MemberKey, String> {
+    &obs.listeners
+        .values()
+        .find_map(|l| l.pool.as_ref())
+        .unwrap()
+        .members
+}
+
+#[test]
+fn a_create_too_large_for_one_body_carries_what_fits_and_the_rest_follows_in_additive_batches() {
+    use super::fit::testing::ByCount;
+    let lb = sized_lb(1000);
+    let fit = ByCount {
+        create: 300,
+        batch: 320,
+        bare_create_fits: true,
+    };
+    let Op::CreateLoadBalancer(first) = plan(&lb, None, &fit).remove(0) else {
+        panic!("not a create")
+    };
+    assert_eq!(
+        member_count(&first),
+        300,
+        "the create carries as many members as fit"
+    );
+    assert!(fit.create_fits(&first));
+    let (kinds, done) = converge_members(&lb, observed_from(&first), &fit);
+    // 700 left, 320 per body: ⌈700/320⌉ = 3 additive batches, nothing else.
+    assert_eq!(kinds, vec!["add_members"; 3]);
+    assert_eq!(pool_of(&done).len(), 1000);
+    assert!(lb
+        .listeners
+        .values()
+        .all(|l| l.pool.members.keys().all(|k| pool_of(&done).contains_key(k))));
+    // Not even the listeners fit: a bare load balancer, listeners and pools made one by one after.
+    let tiny = ByCount {
+        create: 0,
+        batch: 320,
+        bare_create_fits: false,
+    };
+    let Op::CreateLoadBalancer(bare) = plan(&lb, None, &tiny).remove(0) else {
+        panic!("not a create")
+    };
+    assert!(bare.listeners.is_empty());
+    let mut obs = observed_from(&bare);
+    obs.listeners.clear();
+    assert!(matches!(
+        plan(&lb, Some(&obs), &tiny)[0],
+        Op::CreateListener { .. }
+    ));
+}
+
+#[test]
+fn members_over_one_body_take_the_fewest_writes_and_never_drop_a_wanted_member_when_adding_is_as_cheap() {
+    use super::fit::testing::ByCount;
+    let fit = ByCount {
+        create: 320,
+        batch: 320,
+        bare_create_fits: true,
+    };
+    let big = sized_lb(5000);
+    let small = sized_lb(10);
+    // 5000 → 10: the ten fit one body: one replace removes the other 4990.
+    let (kinds, done) = converge_members(&small, observed_from(&big), &fit);
+    assert_eq!(kinds, vec!["replace_members"]);
+    assert_eq!(pool_of(&done).len(), 10);
+    // 10 → 5000: 4990 missing, ⌈4990/320⌉ = 16 additive batches; the ten present stay throughout.
+    let (kinds, done) = converge_members(&big, observed_from(&small), &fit);
+    assert_eq!(kinds, vec!["add_members"; 16]);
+    assert_eq!(pool_of(&done).len(), 5000);
+    // 5000 → 4999: one delete, not a rebuild.
+    let mut fewer = big.clone();
+    let pool = &mut fewer.listeners.values_mut().next().unwrap().pool;
+    let gone = pool.members.keys().nth(7).unwrap().clone();
+    pool.members.remove(&gone);
+    let (kinds, done) = converge_members(&fewer, observed_from(&big), &fit);
+    assert_eq!(kinds, vec!["delete_member"]);
+    assert!(!pool_of(&done).contains_key(&gone));
+    // Every backend replaced (a rollout): deleting 5000 one by one would be 5000 writes; resetting is
+    // ⌈5000/320⌉ = 16 (one replace, then 15 additive batches).
+    let mut moved = big.clone();
+    let pool = &mut moved.listeners.values_mut().next().unwrap().pool;
+    pool.members = pool
+        .members
+        .iter()
+        .map(|((ip, _), n)| ((ip.replace("10.1.", "10.2."), 8080), n.clone()))
+        .collect();
+    let (kinds, done) = converge_members(&moved, observed_from(&big), &fit);
+    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    assert_eq!(kinds[0], "replace_members");
+    assert!(kinds[1..].iter().all(|k| *k == "add_members"));
+    assert_eq!(
+        pool_of(&done),
+        &moved
+            .listeners
+            .values()
+            .next()
+            .unwrap()
+            .pool
+            .members
+            .keys()
+            .map(|k| (k.clone(), format!("m-{}", k.0)))
+            .collect()
+    );
+}
+
+#[test]
+fn every_member_write_is_one_the_fit_accepts() {
+    use super::fit::testing::ByCount;
+    let fit = ByCount {
+        create: 100,
+        batch: 100,
+        bare_create_fits: true,
+    };
+    let big = sized_lb(1234);
+    let half = sized_lb(600);
+    for (want, from) in [(&big, &half), (&half, &big)] {
+        for op in plan(want, Some(&observed_from(from)), &fit) {
+            if let Op::ReplaceMembers { members, .. } | Op::AddMembers { members, .. } = &op {
+                assert!(members.len() <= 100, "{} members in one body", members.len());
+            }
+        }
+    }
 }

@@ -243,7 +243,9 @@ pub async fn create(cloud: &Cloud, req: &CreatePort) -> Result<Port> {
     Ok(port)
 }
 
-/// `POST /ports {"ports": [...]}`: one call, all ports or none (Neutron rolls a failed bulk back).
+/// `POST /ports {"ports": [...]}`: all ports or none. Neutron rolls a failed bulk back; a body over the
+/// cloud's size limit is split into the fewest calls that fit ([`crate::fit`]), and when a later call fails
+/// the ports the earlier ones made are deleted again, so the whole stays all-or-none.
 pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>> {
     if reqs.is_empty() {
         return Ok(Vec::new());
@@ -254,14 +256,34 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
     } else {
         "neutron.ports.bulk_create"
     };
+    let runs = crate::fit::split(
+        &reqs,
+        crate::fit::envelope("ports"),
+        cloud.max_request_body(),
+        Service::Network,
+        op,
+    )?;
+    let mut made: Vec<Port> = Vec::with_capacity(reqs.len());
+    for run in runs {
+        match create_run(cloud, op, run).await {
+            Ok(ports) => made.extend(ports),
+            Err(e) => {
+                join_all(made.iter().map(|p| delete(cloud, &p.id))).await;
+                return Err(e);
+            }
+        }
+    }
+    if let Some(tags) = later {
+        tag_after(cloud, &mut made, tags).await?;
+    }
+    Ok(made)
+}
+
+async fn create_run(cloud: &Cloud, op: &'static str, reqs: &[CreatePort]) -> Result<Vec<Port>> {
     let resp = cloud
         .execute(Request::new(Service::Network, op, Method::POST, "ports").json(json!({ "ports": reqs })))
         .await?;
-    let mut ports: Vec<Port> = take(resp.json(Service::Network, op)?, "ports", Service::Network, op)?;
-    if let Some(tags) = later {
-        tag_after(cloud, &mut ports, tags).await?;
-    }
-    Ok(ports)
+    take(resp.json(Service::Network, op)?, "ports", Service::Network, op)
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Port> {

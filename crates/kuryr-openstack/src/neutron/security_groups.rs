@@ -180,24 +180,41 @@ pub async fn create_rule(cloud: &Cloud, req: &CreateRule) -> Result<SecurityGrou
 }
 
 /// `POST /security-group-rules {"security_group_rules": [...]}`: all rules or none. A duplicate rule is a
-/// 409 `SecurityGroupRuleExists`.
+/// 409 `SecurityGroupRuleExists`. A body over the cloud's size limit is split into the fewest calls that
+/// fit ([`crate::fit`]); when a later call fails, the rules the earlier ones made are deleted again.
 pub async fn bulk_create_rules(cloud: &Cloud, reqs: &[CreateRule]) -> Result<Vec<SecurityGroupRule>> {
-    if reqs.is_empty() {
-        return Ok(Vec::new());
-    }
     let op = "neutron.security_group_rules.bulk_create";
-    let resp = cloud
-        .execute(
-            Request::new(Service::Network, op, Method::POST, "security-group-rules")
-                .json(json!({ "security_group_rules": reqs })),
-        )
-        .await?;
-    take(
-        resp.json(Service::Network, op)?,
-        "security_group_rules",
+    let key = "security_group_rules";
+    let runs = crate::fit::split(
+        reqs,
+        crate::fit::envelope(key),
+        cloud.max_request_body(),
         Service::Network,
         op,
-    )
+    )?;
+    let mut made: Vec<SecurityGroupRule> = Vec::with_capacity(reqs.len());
+    for run in runs {
+        let answer = match cloud
+            .execute(
+                Request::new(Service::Network, op, Method::POST, "security-group-rules")
+                    .json(json!({ key: run })),
+            )
+            .await
+        {
+            Ok(resp) => resp
+                .json(Service::Network, op)
+                .and_then(|v| take::<Vec<SecurityGroupRule>>(v, key, Service::Network, op)),
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(rules) => made.extend(rules),
+            Err(e) => {
+                futures::future::join_all(made.iter().map(|r| delete_rule(cloud, &r.id))).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(made)
 }
 
 pub async fn list_rules(cloud: &Cloud, filter: Filter) -> Result<Vec<SecurityGroupRule>> {

@@ -1,5 +1,6 @@
 //! Members: pods behind a pool. `batch_replace` sets a pool's whole member list in one call
-//! (`PUT /pools/{id}/members`, API 2.1+), instead of upstream's one serialized call per member.
+//! (`PUT /pools/{id}/members`, API 2.1+), instead of upstream's one serialized call per member; `batch_add`
+//! grows it without touching the rest, for member sets larger than one request body.
 
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
@@ -128,6 +129,31 @@ pub async fn batch_replace(cloud: &Cloud, pool_id: &str, members: &[CreateMember
                 Method::PUT,
                 format!("lbaas/pools/{pool_id}/members"),
             )
+            .json(json!({ "members": members })),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Adds or updates `members` and leaves the pool's other members alone (`PUT /pools/{id}/members
+/// ?additive_only=true`, API 2.11+): how a member set too large for one body grows, a body at a time.
+pub async fn batch_add(cloud: &Cloud, pool_id: &str, members: &[CreateMember]) -> Result<()> {
+    let op = "octavia.members.batch_add";
+    if !cloud.octavia_features().await?.additive_member_batch() {
+        return Err(crate::Error::Unsupported {
+            op,
+            feature: "additive_only member batch updates (Octavia API 2.11)".into(),
+        });
+    }
+    cloud
+        .execute(
+            Request::new(
+                Service::LoadBalancer,
+                op,
+                Method::PUT,
+                format!("lbaas/pools/{pool_id}/members"),
+            )
+            .query(vec![("additive_only".to_owned(), "true".to_owned())])
             .json(json!({ "members": members })),
         )
         .await

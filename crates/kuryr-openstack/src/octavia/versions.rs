@@ -1,5 +1,6 @@
 //! Octavia API version discovery and the feature gates that hang off it (same thresholds as upstream
-//! kuryr: tags 2.5, providers 2.6, allowed_cidrs 2.12, same port with different protocols 2.13, SCTP 2.23).
+//! kuryr: tags 2.5, providers 2.6, allowed_cidrs 2.12, same port with different protocols 2.13, SCTP 2.23;
+//! and additive member batches 2.11).
 
 use std::collections::BTreeSet;
 
@@ -17,6 +18,7 @@ pub type ApiVersion = (u32, u32);
 pub const UDP: ApiVersion = (2, 1);
 pub const TAGS: ApiVersion = (2, 5);
 pub const PROVIDERS: ApiVersion = (2, 6);
+pub const ADDITIVE_MEMBERS: ApiVersion = (2, 11);
 pub const ALLOWED_CIDRS: ApiVersion = (2, 12);
 pub const SAME_PORT_DIFFERENT_PROTOCOL: ApiVersion = (2, 13);
 pub const SCTP: ApiVersion = (2, 23);
@@ -65,6 +67,11 @@ impl OctaviaFeatures {
 
     pub fn tags(&self) -> bool {
         self.at_least(TAGS)
+    }
+
+    /// `additive_only` on member batch updates.
+    pub fn additive_member_batch(&self) -> bool {
+        self.at_least(ADDITIVE_MEMBERS)
     }
 
     pub fn allowed_cidrs(&self) -> bool {

@@ -1064,3 +1064,124 @@ pub async fn auth_token_expires_mid_run(x: Ctx) -> anyhow::Result<()> {
     ensure!(gen >= 2, "token renewed only {gen} times in {run:?}");
     Ok(())
 }
+
+/// The request-size limit. Octavia wraps its API in oslo.middleware's sizelimit (`max_request_body_size`,
+/// 112 KiB by default): a body over it is 413 before the API sees it (nothing changed, never retried,
+/// `RequestTooLarge`, not a quota). Neutron's pipeline has no such filter (a proxy in front may add one):
+/// the client's own limit splits its bulk bodies; member sets too large for one body grow with additive
+/// batches.
+pub async fn errors_request_too_large(x: Ctx) -> anyhow::Result<()> {
+    let (b, c) = (&x.b, &x.c);
+    // A client that sends whatever it is given, so the server's own limit answers.
+    let raw = Cloud::connect(b.config(&b.password).with_max_request_body(usize::MAX)).await?;
+    let owner = b.owner("toolarge");
+    let tags = owner.tags()?;
+    let long = "d".repeat(255);
+    let big: Vec<CreatePort> = (0..12)
+        .map(|i| CreatePort {
+            name: Some(b.name(&format!("big-{i}-{}", "n".repeat(150)))),
+            description: Some(long.clone()),
+            ..CreatePort::on_subnet(&b.pod_network_id, &b.pod_subnet_id).tagged(tags.clone())
+        })
+        .collect();
+    // The client's own limit (4 KiB here, so a few ports make several bodies without using up the
+    // project's port quota): the ports in bodies that fit, all made.
+    let limit = 4 * 1024;
+    let small = Cloud::connect(b.config(&b.password).with_max_request_body(limit)).await?;
+    let some = &big[..];
+    let runs = kuryr_openstack::fit::split(
+        some,
+        kuryr_openstack::fit::envelope("ports"),
+        limit,
+        Service::Network,
+        "t",
+    )?;
+    ensure!(runs.len() > 1, "12 ports fit one {limit}-byte body");
+    let made = ports::bulk_create(&small, some).await?;
+    for p in &made {
+        c.push(Item::Port(p.id.clone()));
+    }
+    ensure!(made.len() == some.len(), "made {} of {}", made.len(), some.len());
+    futures::future::try_join_all(made.iter().map(|p| ports::delete(&b.cloud, &p.id))).await?;
+
+    // Octavia: a member batch over the limit is 413 and the pool keeps its members; additive batches
+    // under the limit grow it to the whole set.
+    if !b.providers.iter().any(|p| p == "ovn") {
+        bail!("provider ovn is not enabled on this backend");
+    }
+    // No health monitor: with one, the ovn provider looks each member's switch port up (about a second
+    // per member on the lab), which is the provider's cost, not the limit's.
+    let req = CreateLoadBalancer {
+        name: b.name("lb-toolarge"),
+        vip_subnet_id: Some(b.service_subnet_id.clone()),
+        provider: Some("ovn".into()),
+        tags: b.owner("service").tags()?,
+        listeners: vec![
+            CreateListener::new(b.name("l-80"), "TCP", 80).with_pool(CreatePool::new(
+                b.name("pool-80"),
+                "TCP",
+                algorithm("ovn"),
+            )),
+        ],
+        ..CreateLoadBalancer::default()
+    };
+    let lb = loadbalancers::create(&b.cloud, &req).await?;
+    x.c.push(Item::LoadBalancer(lb.id.clone()));
+    let tree = waiter::wait_lb_active(&b.cloud, &lb.id, &b.wait()).await?;
+    let pool_id = tree
+        .loadbalancer
+        .listeners
+        .first()
+        .and_then(|l| l.pools.first())
+        .map(|p| p.node.id.clone())
+        .context("no pool in the tree")?;
+    let base = fastrand::u8(60..120);
+    let many: Vec<CreateMember> = (0..1200u32)
+        .map(|i| {
+            CreateMember::new(format!("198.18.{}.{}", base + (i / 250) as u8, i % 250 + 2), 8080)
+                .on_subnet(&b.pod_subnet_id)
+                .named(format!("ns/pod-{i}-{}", "x".repeat(40)))
+        })
+        .collect();
+    let err = members::batch_replace(&raw, &pool_id, &many)
+        .await
+        .err()
+        .context("a member batch over the limit was accepted")?;
+    ensure!(err.status() == Some(413) && err.is_request_too_large(), "{err}");
+    // The client refuses it itself, without a call.
+    let local = members::batch_replace(&b.cloud, &pool_id, &many)
+        .await
+        .err()
+        .context("the client sent a body over its limit")?;
+    ensure!(
+        local.is_request_too_large() && local.api().map(|a| a.attempts) == Some(0),
+        "{local}"
+    );
+    let runs = kuryr_openstack::fit::split(
+        &many,
+        kuryr_openstack::fit::envelope("members"),
+        b.cloud.max_request_body(),
+        Service::LoadBalancer,
+        "t",
+    )?;
+    ensure!(runs.len() > 1, "1200 members fit one body");
+    let t0 = Instant::now();
+    for run in &runs {
+        members::batch_add(&b.cloud, &pool_id, run).await?;
+        waiter::wait_lb_active(&b.cloud, &lb.id, &b.wait()).await?;
+    }
+    eprintln!(
+        "{:?}: 1200 members in {} additive batches, ACTIVE after {:?}",
+        b.kind,
+        runs.len(),
+        t0.elapsed()
+    );
+    let now = members::list(&b.cloud, &pool_id).await?;
+    ensure!(
+        now.len() == 1200,
+        "{} members after {} additive batches",
+        now.len(),
+        runs.len()
+    );
+    Ok(())
+}
