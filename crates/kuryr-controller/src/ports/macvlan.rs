@@ -139,10 +139,11 @@ pub fn vm_port_up(vm: &ports::Port) -> bool {
 
 /// Adds {ip, VRRP MAC} to the VM port's pairs (read, plan, write If-Match; again on 412).
 async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Result<(String, ports::Port)> {
-    ensure_book(ctx, network_id).await?;
     let writer = writer_of(ctx, vm_port_id);
     let _one_writer = writer.lock().await;
     for _ in 0..PAIR_TRIES {
+        // Learnt again when a failed write (here or in a pairing of another VM port) dropped it meanwhile.
+        ensure_book(ctx, network_id).await?;
         let raw = ports::get(&ctx.cloud, vm_port_id).await?;
         let vm = convert::port(&raw);
         let mac = {
@@ -166,7 +167,6 @@ async fn pair(ctx: &Context, vm_port_id: &str, network_id: &str, ip: &str) -> Re
                 mac, "VRRP MAC already paired with another IP on the VM port; relearning the network"
             );
             lock(&ctx.macvlan.macs).remove(network_id);
-            ensure_book(ctx, network_id).await?;
             continue;
         }
         let Some(update) = add_pair(&vm, ip, &mac) else {
