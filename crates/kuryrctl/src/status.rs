@@ -179,7 +179,7 @@ pub async fn run(
     for r in &rows {
         let state_tone = match r.state.as_str() {
             "ACTIVE" => Tone::Good,
-            s if s.starts_with("PENDING") || s == "DOWN" || s == "waiting" => Tone::Warn,
+            s if s.starts_with("PENDING") || s == "DOWN" || s == "waiting" || s == "releasing" => Tone::Warn,
             "ERROR" | "missing" => Tone::Bad,
             _ => Tone::Plain,
         };
@@ -319,12 +319,18 @@ async fn pod_rows(
                     kp.spec.pod_node_name
                 );
             }
+            let mut state = port.map_or("missing".to_owned(), |p| p.status.clone());
+            if kp.metadata.deletion_timestamp.is_some() {
+                // Being released: the controller removes the pair, then the port; neither is drift.
+                state = "releasing".into();
+                drift.clear();
+            }
             rows.push(Row {
                 kind: "pod",
                 object: format!("{}[{ifname}]", key(kp)),
                 cloud_id: vif.port_id.clone(),
                 detail,
-                state: port.map_or("missing".to_owned(), |p| p.status.clone()),
+                state,
                 drift,
             });
         }
