@@ -55,7 +55,17 @@ pub async fn expose(round: &mut Round<'_>, lb: &LoadBalancer) -> Result<Next> {
     if due {
         sweep(round, &lb.id).await;
     }
-    let active = format!("load balancer {} ACTIVE", lb.id);
+    // Active: Octavia has the desired tree, so its member count is the desired one.
+    let members: usize = round
+        .desired
+        .listeners
+        .values()
+        .map(|l| l.pool.members.len())
+        .sum();
+    let mut active = format!("load balancer {} ACTIVE, {members} members", lb.id);
+    if members > status::STATUS_MEMBERS_MAX {
+        active.push_str(&format!(" (the status lists {})", status::STATUS_MEMBERS_MAX));
+    }
     round
         .finish(ctx.config.drift_interval, true, "Active", active)
         .await

@@ -23,6 +23,12 @@ fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Option<T> {
 }
 
 /// `st` with the load balancer part replaced by what Octavia has (FIP and conditions kept).
+/// Members listed in the status at most. A member row is ~230 bytes: 5,000 of them with the spec's copy of
+/// the endpoints go over etcd's request limit (1.5 MiB by default), and the status write fails
+/// ("etcdserver: request is too large"). Octavia is the record of members; the Ready message gives the
+/// count (`member_count`).
+pub const STATUS_MEMBERS_MAX: usize = 1000;
+
 pub fn record(
     st: &mut KuryrLoadBalancerStatus,
     lb: &LoadBalancer,
@@ -70,7 +76,11 @@ pub fn record(
             healthmonitor_id: p.health_monitor.as_ref().map(|h| h.id.clone()),
             provisioning_status: Some(ProvisioningStatus::Active),
         });
-        for ((ip, port), id) in &p.members {
+        for ((ip, port), id) in p
+            .members
+            .iter()
+            .take(STATUS_MEMBERS_MAX.saturating_sub(st.members.len()))
+        {
             st.members.push(LbMember {
                 id: id.clone(),
                 ip: ip.clone(),

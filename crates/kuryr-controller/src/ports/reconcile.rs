@@ -104,7 +104,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     let mut changed = false;
     for entry in st.vifs.values_mut().filter(|v| !v.vif.active) {
         let port = ctx.port_reads.get(polled_port(&entry.vif)).await?;
-        if PortStatus::parse(&port.status).is_active() {
+        if is_up(&entry.vif, &port) {
             entry.vif.active = true;
             changed = true;
         }
@@ -128,6 +128,15 @@ fn polled_port(vif: &Vif) -> &str {
     }
 }
 
+/// Whether the polled port says the VIF carries traffic. A macvlan pod's VM port counts once bound and up:
+/// ML2/OVN's Neutron status of it lags OVN by minutes after address-pair updates (docs/pod-networking.md).
+fn is_up(vif: &Vif, polled: &kuryr_openstack::neutron::ports::Port) -> bool {
+    match (vif.vif_type, &vif.parent_port_id) {
+        (VifType::NestedMacvlan, Some(_)) => super::macvlan::vm_port_up(polled),
+        _ => PortStatus::parse(&polled.status).is_active(),
+    }
+}
+
 /// Waits up to [`SETTLE`] for a new port to go ACTIVE before its first status write. The CNI daemon binds
 /// only once every VIF is active, so a status naming a port still DOWN serves no one, and writing it costs
 /// the apiserver a second patch per pod and the pod a requeue (a 500-pod burst from fresh pool ports: 500
@@ -144,7 +153,7 @@ async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
         tokio::time::sleep(delay).await;
         polls += 1;
         match ctx.port_reads.get(polled_port(&vif)).await {
-            Ok(port) => vif.active = PortStatus::parse(&port.status).is_active(),
+            Ok(port) => vif.active = is_up(&vif, &port),
             Err(e) => {
                 debug!(
                     error = &e as &dyn std::error::Error,

@@ -128,6 +128,7 @@ impl Backend {
                 ".update",
                 ".delete",
                 ".batch_update",
+                ".batch_add",
                 ".cascade_delete",
             ]
             .iter()
