@@ -69,7 +69,9 @@ async fn a_load_balancer_stuck_pending_update_is_replaced_on_cloudsim() -> anyho
         ensure!(
             ev.iter().any(|e| {
                 let m = e.message.clone().unwrap_or_default();
-                m.contains(&first) && m.contains("PENDING_UPDATE") && m.contains("limit 6s")
+                // The limit: 6 s, plus 3 s (--lb-pending-per-member-ms) for each of the 2 members the write
+                // it is stuck on carried.
+                m.contains(&first) && m.contains("PENDING_UPDATE") && m.contains("limit 12s")
             }),
             "Event naming the stuck LB, its state and the limit: {:?}",
             ev.iter().map(|e| e.message.clone()).collect::<Vec<_>>()
