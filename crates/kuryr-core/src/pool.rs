@@ -320,6 +320,18 @@ pub struct Rebuilt {
     pub orphans: Vec<String>,
 }
 
+/// Subport id → id of the trunk carrying it.
+pub(crate) fn trunk_of_subports(trunks: &[Trunk]) -> BTreeMap<&str, &str> {
+    trunks
+        .iter()
+        .flat_map(|t| {
+            t.subports
+                .iter()
+                .map(move |s| (s.port_id.as_str(), t.id.as_str()))
+        })
+        .collect()
+}
+
 /// Rebuilds the pools from what Neutron lists. A port is a free pool port when Kuryr made it
 /// (`device_owner` compute:kuryr — or trunk:subport, which Neutron sets once it is a subport, or none, which
 /// Neutron leaves once it is removed from its trunk — and every one of `ownership_tags`) and no KuryrPort
@@ -333,14 +345,7 @@ pub fn rebuild(
     ownership_tags: &[String],
     default_sgs: &BTreeSet<String>,
 ) -> Rebuilt {
-    let trunk_of: BTreeMap<&str, &str> = trunks
-        .iter()
-        .flat_map(|t| {
-            t.subports
-                .iter()
-                .map(move |s| (s.port_id.as_str(), t.id.as_str()))
-        })
-        .collect();
+    let trunk_of = trunk_of_subports(trunks);
     let mut out = Rebuilt::default();
     for port in ports {
         // A released port detached from its trunk whose delete never came (a crash in between) has no

@@ -47,7 +47,7 @@ pub fn split<'a, T: Serialize>(
     let mut out = Vec::new();
     let mut start = 0;
     while start < items.len() {
-        let n = prefix_fitting(&sizes[start..], envelope, limit);
+        let n = prefix_fitting(sizes[start..].iter().copied(), envelope, limit);
         if n == 0 {
             return Err(too_large(
                 service,
@@ -64,17 +64,20 @@ pub fn split<'a, T: Serialize>(
 }
 
 /// How many of `sizes`, from the front, fit `limit` inside `envelope` (`[a,b,c]`: brackets are part of the
-/// envelope, each item after the first adds a comma).
-pub fn prefix_fitting(sizes: &[usize], envelope: usize, limit: usize) -> usize {
+/// envelope, each item after the first adds a comma). Reads no size past the first that does not fit, so a
+/// lazy iterator sizes only what one body can hold.
+pub fn prefix_fitting(sizes: impl IntoIterator<Item = usize>, envelope: usize, limit: usize) -> usize {
     let mut used = envelope;
-    for (i, s) in sizes.iter().enumerate() {
+    let mut fitting = 0;
+    for (i, s) in sizes.into_iter().enumerate() {
         let add = s.saturating_add(usize::from(i > 0));
         if used.saturating_add(add) > limit {
-            return i;
+            break;
         }
         used += add;
+        fitting = i + 1;
     }
-    sizes.len()
+    fitting
 }
 
 /// Bytes of `{"<key>": []}` around a list — what [`split`] calls the envelope.

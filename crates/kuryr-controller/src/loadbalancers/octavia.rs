@@ -357,11 +357,11 @@ impl Fit for BodyFit<'_> {
 
     fn members_fitting(&self, members: &[(&MemberKey, &String)], subnet_id: Option<&str>) -> usize {
         let subnet = subnet_id.map(str::to_owned);
-        let sizes: Vec<usize> = members
+        // Lazily: only the members one body can hold are serialized.
+        let sizes = members
             .iter()
-            .map(|((ip, port), name)| fit::json_len(&member(ip, *port, name, subnet.as_ref(), self.tags)))
-            .collect();
-        fit::prefix_fitting(&sizes, fit::envelope("members"), self.limit)
+            .map(|((ip, port), name)| fit::json_len(&member(ip, *port, name, subnet.as_ref(), self.tags)));
+        fit::prefix_fitting(sizes, fit::envelope("members"), self.limit)
     }
 }
 

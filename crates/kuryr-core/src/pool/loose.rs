@@ -115,14 +115,7 @@ pub fn decide(
     loads: &BTreeMap<PoolKey, PoolLoad>,
     limits: PoolLimits,
 ) -> Vec<LooseAction> {
-    let trunk_of: BTreeMap<&str, &str> = trunks
-        .iter()
-        .flat_map(|t| {
-            t.subports
-                .iter()
-                .map(move |s| (s.port_id.as_str(), t.id.as_str()))
-        })
-        .collect();
+    let trunk_of = crate::pool::trunk_of_subports(trunks);
     let mut loads = loads.clone();
     let mut out = Vec::new();
     for port in ports {

@@ -16,6 +16,65 @@ pub mod trunks;
 
 pub use extensions::NeutronFeatures;
 
+use std::future::Future;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::client::{take, Request};
+use crate::errors::{Result, Service};
+use crate::Cloud;
+
+/// `POST <path> {"<key>": [...]}` in the fewest bodies that fit the cloud's request limit ([`crate::fit`]),
+/// all or none: Neutron rolls a failed body back, and when a later body fails `undo` deletes what the
+/// earlier ones made, by the id `id_of` names (its own failures are left to the garbage collector, as the
+/// objects carry our tags).
+pub(crate) async fn bulk_post<Req, Out, F, Fut>(
+    cloud: &Cloud,
+    op: &'static str,
+    path: &str,
+    key: &str,
+    reqs: &[Req],
+    id_of: fn(&Out) -> &str,
+    undo: F,
+) -> Result<Vec<Out>>
+where
+    Req: Serialize,
+    Out: DeserializeOwned,
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let runs = crate::fit::split(
+        reqs,
+        crate::fit::envelope(key),
+        cloud.max_request_body(),
+        Service::Network,
+        op,
+    )?;
+    let mut made: Vec<Out> = Vec::with_capacity(reqs.len());
+    for run in runs {
+        let answer = async {
+            let resp = cloud
+                .execute(
+                    Request::new(Service::Network, op, Method::POST, path)
+                        .json(serde_json::json!({ key: run })),
+                )
+                .await?;
+            take::<Vec<Out>>(resp.json(Service::Network, op)?, key, Service::Network, op)
+        }
+        .await;
+        match answer {
+            Ok(objects) => made.extend(objects),
+            Err(e) => {
+                futures::future::join_all(made.iter().map(|o| undo(id_of(o).to_owned()))).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(made)
+}
+
 /// List filters: `?key=value` pairs, with helpers for tags and fixed IPs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter(pub Vec<(String, String)>);

@@ -256,34 +256,20 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
     } else {
         "neutron.ports.bulk_create"
     };
-    let runs = crate::fit::split(
-        &reqs,
-        crate::fit::envelope("ports"),
-        cloud.max_request_body(),
-        Service::Network,
+    let mut made = super::bulk_post(
+        cloud,
         op,
-    )?;
-    let mut made: Vec<Port> = Vec::with_capacity(reqs.len());
-    for run in runs {
-        match create_run(cloud, op, run).await {
-            Ok(ports) => made.extend(ports),
-            Err(e) => {
-                join_all(made.iter().map(|p| delete(cloud, &p.id))).await;
-                return Err(e);
-            }
-        }
-    }
+        "ports",
+        "ports",
+        &reqs,
+        |p: &Port| p.id.as_str(),
+        |id| async move { delete(cloud, &id).await },
+    )
+    .await?;
     if let Some(tags) = later {
         tag_after(cloud, &mut made, tags).await?;
     }
     Ok(made)
-}
-
-async fn create_run(cloud: &Cloud, op: &'static str, reqs: &[CreatePort]) -> Result<Vec<Port>> {
-    let resp = cloud
-        .execute(Request::new(Service::Network, op, Method::POST, "ports").json(json!({ "ports": reqs })))
-        .await?;
-    take(resp.json(Service::Network, op)?, "ports", Service::Network, op)
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Port> {

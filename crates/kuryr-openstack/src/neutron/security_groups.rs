@@ -2,11 +2,9 @@
 
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::tags::{tag_or_delete, Resource};
 use super::Filter;
-use crate::client::{take, Request};
 use crate::errors::{Result, Service};
 use crate::Cloud;
 
@@ -183,38 +181,16 @@ pub async fn create_rule(cloud: &Cloud, req: &CreateRule) -> Result<SecurityGrou
 /// 409 `SecurityGroupRuleExists`. A body over the cloud's size limit is split into the fewest calls that
 /// fit ([`crate::fit`]); when a later call fails, the rules the earlier ones made are deleted again.
 pub async fn bulk_create_rules(cloud: &Cloud, reqs: &[CreateRule]) -> Result<Vec<SecurityGroupRule>> {
-    let op = "neutron.security_group_rules.bulk_create";
-    let key = "security_group_rules";
-    let runs = crate::fit::split(
+    super::bulk_post(
+        cloud,
+        "neutron.security_group_rules.bulk_create",
+        "security-group-rules",
+        "security_group_rules",
         reqs,
-        crate::fit::envelope(key),
-        cloud.max_request_body(),
-        Service::Network,
-        op,
-    )?;
-    let mut made: Vec<SecurityGroupRule> = Vec::with_capacity(reqs.len());
-    for run in runs {
-        let answer = match cloud
-            .execute(
-                Request::new(Service::Network, op, Method::POST, "security-group-rules")
-                    .json(json!({ key: run })),
-            )
-            .await
-        {
-            Ok(resp) => resp
-                .json(Service::Network, op)
-                .and_then(|v| take::<Vec<SecurityGroupRule>>(v, key, Service::Network, op)),
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok(rules) => made.extend(rules),
-            Err(e) => {
-                futures::future::join_all(made.iter().map(|r| delete_rule(cloud, &r.id))).await;
-                return Err(e);
-            }
-        }
-    }
-    Ok(made)
+        |r: &SecurityGroupRule| r.id.as_str(),
+        |id| async move { delete_rule(cloud, &id).await },
+    )
+    .await
 }
 
 pub async fn list_rules(cloud: &Cloud, filter: Filter) -> Result<Vec<SecurityGroupRule>> {
