@@ -35,6 +35,10 @@ if [ -f "${KURYR_LAB_STATE:-/var/lib/kuryr-lab}/nodes/kuryr-installed" ]; then
 fi
 stage fmt cargo fmt --all -- --check
 stage clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+# The fuzz targets are their own workspace (fuzz/Cargo.toml): lint them here too, so a changed core API fails in
+# minutes rather than after the integration tests.
+stage fuzzlint cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked \
+  --target-dir "${KURYR_FUZZ_CACHE:-/var/cache/kuryr-rs}/fuzz-target/check" -- -D warnings
 stage test cargo test --workspace --locked --no-fail-fast
 stage fuzz fuzz/run
 report

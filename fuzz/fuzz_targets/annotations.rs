@@ -19,7 +19,7 @@ use kuryr_api::loadbalancer::{KuryrLoadBalancerSpec, LbHealthMonitor};
 use kuryr_api::{ObjectMeta, Pod, Service, ServicePort};
 use kuryr_core::lb::model::DesiredHm;
 use kuryr_core::lb::service::parse_health_monitor;
-use kuryr_core::lb::{desired_lb, plan, service_spec, OctaviaCaps, Skip, SpecDefaults};
+use kuryr_core::lb::{desired_lb, plan, service_spec, OctaviaCaps, Skip, SpecDefaults, Unlimited};
 use kuryr_core::pod::{disposition, PodDisposition};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
@@ -461,7 +461,7 @@ fuzz_target!(|input: Input| {
                 check_octavia_hm(hm);
             }
         }
-        let ops = plan(&desired, None);
+        let ops = plan(&desired, None, &Unlimited);
         assert_eq!(ops.len(), 1, "a missing load balancer is created in one call");
     }
 });

@@ -21,7 +21,7 @@ use kuryr_cni::binding::{addr, link, macvlan, route, veth, vlan};
 use kuryr_cni::cni::PodArgs;
 use kuryr_cni::daemon::cache::{Lookup, PodState};
 use kuryr_cni::daemon::wait::{evaluate, Verdict};
-use kuryr_core::lb::{desired_lb, plan, OctaviaCaps};
+use kuryr_core::lb::{desired_lb, plan, OctaviaCaps, Unlimited};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -124,7 +124,7 @@ fn check_lb(lb: &KuryrLoadBalancer) {
         },
     ] {
         let (desired, _) = desired_lb("ns", "svc", &lb.spec, &caps, None);
-        let _ = plan(&desired, None);
+        let _ = plan(&desired, None, &Unlimited);
     }
     if let Some(s) = &lb.status {
         if let Some(p) = s.loadbalancer.as_ref().and_then(|l| l.provisioning_status) {
