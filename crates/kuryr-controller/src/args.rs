@@ -138,10 +138,16 @@ pub struct Args {
     /// Seconds a load balancer may stay PENDING_* before it is replaced.
     #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
     pub lb_pending_limit: u64,
-    /// Milliseconds added to the pending limit for each member the write carried (providers that add
-    /// members one by one, like ovn, take seconds per member of a large batch).
-    #[arg(long, env = "KURYR_LB_PENDING_PER_MEMBER_MS", default_value_t = 3000)]
-    pub lb_pending_per_member_ms: u64,
+    /// Milliseconds added to the pending limit for each object (listener, pool, health monitor, member)
+    /// the write made or changed: providers that make them one by one, like ovn, take seconds each for a
+    /// large batch or a Service of many ports. `--lb-pending-per-member-ms` is the former name.
+    #[arg(
+        long,
+        alias = "lb-pending-per-member-ms",
+        env = "KURYR_LB_PENDING_PER_OBJECT_MS",
+        default_value_t = 3000
+    )]
+    pub lb_pending_per_object_ms: u64,
     /// Seconds between drift checks of each load balancer against Octavia.
     #[arg(long, env = "KURYR_LB_DRIFT_INTERVAL", default_value_t = 300)]
     pub lb_drift_interval: u64,
@@ -326,7 +332,7 @@ impl Args {
             s.floating_ip_networks = nonempty(&self.lb_floating_ip_networks);
             s.floating_ip_cidrs = fip_cidrs;
             s.pending_limit = std::time::Duration::from_secs(self.lb_pending_limit);
-            s.pending_per_member = std::time::Duration::from_millis(self.lb_pending_per_member_ms);
+            s.pending_per_object = std::time::Duration::from_millis(self.lb_pending_per_object_ms);
             s.drift_interval = std::time::Duration::from_secs(self.lb_drift_interval);
             s.coalesce = std::time::Duration::from_millis(self.lb_coalesce_ms);
             s

@@ -69,7 +69,7 @@ async fn a_load_balancer_stuck_pending_update_is_replaced_on_cloudsim() -> anyho
         ensure!(
             ev.iter().any(|e| {
                 let m = e.message.clone().unwrap_or_default();
-                // The limit: 6 s, plus 3 s (--lb-pending-per-member-ms) for each of the 2 members the write
+                // The limit: 6 s, plus 3 s (--lb-pending-per-object-ms) for each of the 2 members the write
                 // it is stuck on carried.
                 m.contains(&first) && m.contains("PENDING_UPDATE") && m.contains("limit 12s")
             }),

@@ -36,7 +36,7 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
     };
     let limit = ctx
         .schedule()
-        .pending_limit(uid, ctx.config.pending_limit, ctx.config.pending_per_member);
+        .pending_limit(uid, ctx.config.pending_limit, ctx.config.pending_per_object);
     match assess(&states, pending_for, limit) {
         Assessment::Repair { kind, reason } => {
             replace(round, &lb, kind, &reason).await?;
@@ -101,7 +101,7 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         }
         octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &round.tags).await?;
         ctx.metrics.lb_op(op.kind());
-        ctx.schedule().wrote(uid, Instant::now(), op.members());
+        ctx.schedule().wrote(uid, Instant::now(), op.objects());
         info!(op = op.kind(), left = ops.len() - 1, "octavia write");
     }
     let progress = format!("{} ({} to go)", op.kind(), ops.len());

@@ -34,7 +34,7 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
         if let Some(obs) = octavia::observed_from_graph(&lb, &graph) {
             schedule.remember_observed(obs, Instant::now());
         }
-        schedule.wrote(round.uid.as_str(), Instant::now(), op.members());
+        schedule.wrote(round.uid.as_str(), Instant::now(), op.objects());
     }
     ctx.metrics.lb_op(op.kind());
     info!(lb_id = lb.id, provider = lb.provider, "load balancer created");

@@ -29,8 +29,8 @@ pub struct ServicesConfig {
     pub floating_ip_cidrs: Vec<kuryr_core::policy::Cidr>,
     /// An LB (or part of its tree) PENDING_* this long is replaced...
     pub pending_limit: Duration,
-    /// ...plus this much per member the write it is pending on carried.
-    pub pending_per_member: Duration,
+    /// ...plus this much per object the write it is pending on made or changed ([`kuryr_core::lb::Op::objects`]).
+    pub pending_per_object: Duration,
     /// Periodic check that Octavia still has every listener, pool and member.
     pub drift_interval: Duration,
     /// Endpoint changes closer together than this go out as one member replace.
@@ -55,7 +55,7 @@ impl ServicesConfig {
             // Upstream's lbaas_activation_timeout; amphora LBs take minutes on real clouds.
             pending_limit: Duration::from_secs(300),
             // The lab's ovn provider took 2.5 s per member of a 300-member batch on a loaded 2-core host.
-            pending_per_member: Duration::from_secs(3),
+            pending_per_object: Duration::from_secs(3),
             drift_interval: Duration::from_secs(300),
             coalesce: Duration::from_millis(300),
             poll_min: Duration::from_millis(200),

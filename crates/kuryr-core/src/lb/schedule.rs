@@ -28,7 +28,8 @@ pub struct Schedule {
     config: ScheduleConfig,
     /// Since when the tree has been pending without a break, and polls so far.
     pending: HashMap<String, (Instant, u32)>,
-    /// Members carried by the write the tree is pending on (a provider may take time per member).
+    /// Objects the write the tree is pending on makes or changes ([`super::Op::objects`]: a provider may
+    /// take time per listener, pool and member).
     in_flight: HashMap<String, usize>,
     bursts: HashMap<String, Burst>,
     looks: HashMap<String, Look>,
@@ -87,19 +88,19 @@ impl Schedule {
         (now.saturating_duration_since(e.0), delay)
     }
 
-    /// We just wrote to Octavia, carrying `members` members: the tree goes pending now, polls start from
+    /// We just wrote to Octavia, touching `objects` objects: the tree goes pending now, polls start from
     /// the minimum again.
-    pub fn wrote(&mut self, uid: &str, now: Instant, members: usize) {
+    pub fn wrote(&mut self, uid: &str, now: Instant, objects: usize) {
         self.pending.insert(uid.to_owned(), (now, 0));
-        self.in_flight.insert(uid.to_owned(), members);
+        self.in_flight.insert(uid.to_owned(), objects);
     }
 
-    /// How long the tree may stay pending before it counts as stuck: `base`, plus `per_member` for each
-    /// member the last write carried (the ovn provider adds members one by one, seconds each on a busy
+    /// How long the tree may stay pending before it counts as stuck: `base`, plus `per_object` for each
+    /// object the last write touched (the ovn provider makes them one by one, seconds each on a busy
     /// host: a large batch is not a stuck one).
-    pub fn pending_limit(&self, uid: &str, base: Duration, per_member: Duration) -> Duration {
-        let members = self.in_flight.get(uid).copied().unwrap_or(0);
-        base.saturating_add(per_member.saturating_mul(u32::try_from(members).unwrap_or(u32::MAX)))
+    pub fn pending_limit(&self, uid: &str, base: Duration, per_object: Duration) -> Duration {
+        let objects = self.in_flight.get(uid).copied().unwrap_or(0);
+        base.saturating_add(per_object.saturating_mul(u32::try_from(objects).unwrap_or(u32::MAX)))
     }
 
     /// The tree is ACTIVE (or was replaced).

@@ -820,3 +820,24 @@ fn every_member_write_is_one_the_fit_accepts() {
         }
     }
 }
+
+#[test]
+fn a_write_counts_every_object_the_provider_makes_for_the_pending_allowance() {
+    let lb = sized_lb(5);
+    // One listener, its pool, five members.
+    assert_eq!(create_op(&lb, &Unlimited).objects(), 7);
+    let obs = observed_from(&sized_lb(0));
+    let ops = plan(&lb, Some(&obs), &Unlimited);
+    assert_eq!(
+        ops.iter().map(Op::objects).collect::<Vec<_>>(),
+        vec![5],
+        "{ops:?}"
+    );
+    let gone = DesiredLb {
+        listeners: BTreeMap::new(),
+        ..lb.clone()
+    };
+    let ops = plan(&gone, Some(&observed_from(&lb)), &Unlimited);
+    // The pool and the listener, one each.
+    assert_eq!(ops.iter().map(Op::objects).sum::<usize>(), 2, "{ops:?}");
+}

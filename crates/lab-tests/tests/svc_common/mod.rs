@@ -157,6 +157,8 @@ pub struct Harness {
     pub cluster_id: String,
     pub backend: Backend,
     pub metrics: Metrics,
+    /// How long `wait_klb` and `wait_gone` wait ([`WAIT`] unless a test knows its provider is slower).
+    pub wait: Duration,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -212,6 +214,7 @@ impl Harness {
             cluster_id,
             backend,
             metrics,
+            wait: WAIT,
             stop,
             task,
         })
@@ -356,7 +359,7 @@ impl Harness {
         what: &str,
         pred: impl Fn(&KuryrLoadBalancer) -> bool,
     ) -> anyhow::Result<KuryrLoadBalancer> {
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + self.wait;
         let mut last = None;
         loop {
             if let Some(k) = self.klbs().get_opt(name).await? {
@@ -375,7 +378,8 @@ impl Harness {
                     .map(|k| k.spec.endpoint_slices.iter().map(|s| s.endpoints.len()).sum())
                     .unwrap_or_default();
                 bail!(
-                    "{name}: {what} not reached within {WAIT:?}; generation {:?}, {spec_endpoints} endpoints in the spec; last status: {}",
+                    "{name}: {what} not reached within {:?}; generation {:?}, {spec_endpoints} endpoints in the spec; last status: {}",
+                    self.wait,
                     last.as_ref().and_then(|k| k.metadata.generation),
                     serde_json::to_string(&last.and_then(|k| k.status)).unwrap_or_default()
                 );
@@ -386,10 +390,13 @@ impl Harness {
 
     /// Waits until the Service and its KuryrLoadBalancer are gone.
     pub async fn wait_gone(&self, name: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + self.wait;
         while self.services().get_opt(name).await?.is_some() || self.klbs().get_opt(name).await?.is_some() {
             if Instant::now() > deadline {
-                bail!("{name}: Service or KuryrLoadBalancer still there after {WAIT:?}");
+                bail!(
+                    "{name}: Service or KuryrLoadBalancer still there after {:?}",
+                    self.wait
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
