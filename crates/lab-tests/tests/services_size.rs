@@ -6,7 +6,8 @@
 //! one by one, seconds each on a busy host, and the lab's amphora worker spends about two minutes on each
 //! additive batch (docs/services.md, "Large Services"), so on the real Octavia the size is 200 (one create
 //! body) and the 5,000 figures come from cloudsim, which enforces the same limit. A Service of 100 ports
-//! (100 listeners and pools) is built and loses a port on both, 50 endpoints a port on cloudsim, 1 on ovn.
+//! (100 listeners and pools) is built and loses a port on both, 50 endpoints a port on cloudsim, 1 on the
+//! real Octavia (amphora: the ovn provider takes 10–19 minutes for its 300 objects).
 
 mod simnets;
 mod svc_common;
@@ -55,12 +56,15 @@ async fn a_hundred_ports_on_cloudsim() -> anyhow::Result<()> {
     h.finish(result).await
 }
 
-/// 100 ports × 1 endpoint on the real ovn provider. It makes listeners, pools and members one by one:
-/// the create took about 290 s on the lab (docs/services.md, "Large Services").
+/// 100 ports × 1 endpoint on the real Octavia API and worker (amphora provider, noop compute): one
+/// create body; the worker took 6–7 minutes to build the 100 listeners on the lab (each member replace
+/// after it is another worker flow, so more endpoints than fit the create would make this test far longer).
+/// The ovn provider makes listeners, pools and members one by one: the same create took 10–19 minutes to go
+/// ACTIVE (docs/services.md, "Large Services"), too long for every run of the suite.
 #[tokio::test]
-async fn a_hundred_ports_on_real_octavia_ovn() -> anyhow::Result<()> {
+async fn a_hundred_ports_on_real_octavia_amphora() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let mut h = Harness::start(&lab, Backend::lab(&lab, "ovn").await?, |_| {}).await?;
+    let mut h = Harness::start(&lab, Backend::lab(&lab, "amphora").await?, |_| {}).await?;
     h.wait = std::time::Duration::from_secs(900);
     let result = hundred_ports(&h, 1).await;
     h.finish(result).await
