@@ -145,6 +145,13 @@ if [ -z "$fip" ]; then echo "  (no floating IP yet: kubectl -n kuryr-demo descri
     printf '  outside → http://%s/ : %s\n' "$fip" "${ans:-no answer}"
   done
 fi
+# OVN before 23.06 resolves a macvlan pod's IP, for routed traffic, to its VM's first VRRP MAC (docs/cni.md,
+# Troubleshooting): the requests above then reach only one pod of each VM (and the client itself).
+ovn=$(ovn-northd --version 2>/dev/null | awk 'NR==1{print $2}')
+if [ "$driver" = nested-macvlan ] && [ -n "$ovn" ] && printf '%s\n' "$ovn" 23.06 | sort -V -C; then
+  echo "  note: this lab's OVN is $ovn: routed traffic (these Services, floating IPs) reaches only the first"
+  echo "        macvlan pod of each VM; 'no answer' above is that (fixed in OVN 23.06; docs/cni.md, Troubleshooting)"
+fi
 echo
 kvip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
 echo "== the API server from a pod, through Service default/kubernetes (clusterIP $kvip → Octavia → the API server's advertised $(jq -r .apiserver.ip "$KURYR_LAB_STATE/lab.json"))"

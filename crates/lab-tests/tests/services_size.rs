@@ -57,7 +57,7 @@ async fn a_hundred_ports_on_cloudsim() -> anyhow::Result<()> {
 }
 
 /// 100 ports × 1 endpoint on the real Octavia API and worker (amphora provider, noop compute): one
-/// create body; the worker took 6–7 minutes to build the 100 listeners on the lab (each member replace
+/// create body; the worker took 6–9 minutes to build the 100 listeners on the lab (each member replace
 /// after it is another worker flow, so more endpoints than fit the create would make this test far longer).
 /// The ovn provider makes listeners, pools and members one by one: the same create took 10–19 minutes to go
 /// ACTIVE (docs/services.md, "Large Services"), too long for every run of the suite.
