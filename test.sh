@@ -22,6 +22,16 @@ command -v cargo >/dev/null || { echo "cargo is not installed" >&2; exit 1; }
 cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt is missing (rustup component add rustfmt)" >&2; exit 1; }
 cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing (rustup component add clippy)" >&2; exit 1; }
 
+# The build cache is shared by every checkout (.cargo/config.toml), and cargo keys the workspace's own
+# artifacts by paths relative to the workspace: a test binary built in another checkout whose sources were
+# not newer is reused, with that checkout's CARGO_MANIFEST_DIR compiled in (fixtures then read from a path
+# that may be gone). When the checkout changes, the workspace's own artifacts are rebuilt (not the deps).
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+if [ "$(cat "$target/.kuryr-checkout" 2>/dev/null)" != "$PWD" ]; then
+  echo "=== build cache last used by $(cat "$target/.kuryr-checkout" 2>/dev/null || echo 'another checkout'): rebuilding this workspace's own crates"
+  cargo clean --workspace --quiet
+  mkdir -p "$target" && echo "$PWD" >"$target/.kuryr-checkout"
+fi
 stage lab lab/lab up
 # kuryr-rs installed from its image (by ./demo.sh) is left running: uninstalling it would leave the demo's pods
 # without a controller (no new pod of theirs wired, none deleted: their finalizers stay) and release the

@@ -139,7 +139,7 @@ pub struct Args {
     #[arg(long, env = "KURYR_LB_PENDING_LIMIT", default_value_t = 300)]
     pub lb_pending_limit: u64,
     /// Milliseconds added to the pending limit for each object (listener, pool, health monitor, member)
-    /// the write made or changed: providers that make them one by one, like ovn, take seconds each for a
+    /// the write made, changed or removed: providers that make them one by one, like ovn, take seconds each for a
     /// large batch or a Service of many ports. `--lb-pending-per-member-ms` is the former name.
     #[arg(
         long,

@@ -51,7 +51,10 @@ async fn endpoints_on_real_octavia_ovn() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_hundred_ports_on_cloudsim() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let h = Harness::start(&lab, Backend::sim("amphora", |_| {}).await?, |_| {}).await?;
+    let mut h = Harness::start(&lab, Backend::sim("amphora", |_| {}).await?, |_| {}).await?;
+    // 96 writes one after another, each waiting for ACTIVE: 64 s on a quiet machine, over 180 s in the
+    // whole suite on 2 busy cores.
+    h.wait = std::time::Duration::from_secs(600);
     let result = hundred_ports(&h, 50).await;
     h.finish(result).await
 }

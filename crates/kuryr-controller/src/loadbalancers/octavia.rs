@@ -450,6 +450,7 @@ pub async fn execute(
             pool_id,
             members: m,
             subnet_id,
+            ..
         } => members::batch_replace(cloud, pool_id, &members_of(m, subnet_id.as_ref(), tags)).await?,
         Op::AddMembers {
             pool_id,

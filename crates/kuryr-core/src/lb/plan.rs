@@ -50,6 +50,9 @@ pub enum Op {
         pool_id: String,
         members: BTreeMap<MemberKey, String>,
         subnet_id: Option<String>,
+        /// Members the pool had that the set leaves out: the provider removes them too (the ovn provider
+        /// one by one), so they count for the pending allowance.
+        removed: usize,
     },
     /// Members added (or updated) in one call, the pool's others left alone (a set too large for one body).
     AddMembers {
@@ -102,7 +105,8 @@ impl Op {
                 .values()
                 .map(|l| 2 + usize::from(l.pool.health_monitor.is_some()) + l.pool.members.len())
                 .sum(),
-            Op::ReplaceMembers { members, .. } | Op::AddMembers { members, .. } => members.len(),
+            Op::ReplaceMembers { members, removed, .. } => members.len() + removed,
+            Op::AddMembers { members, .. } => members.len(),
             Op::Recreate { .. } => 0,
             _ => 1,
         }
@@ -221,8 +225,9 @@ fn member_ops(
     }
     let subnet = want.member_subnet_id.as_deref();
     let all: Vec<(&MemberKey, &String)> = want.members.iter().collect();
-    let replace = |members| Op::ReplaceMembers {
+    let replace = |members: BTreeMap<MemberKey, String>| Op::ReplaceMembers {
         pool_id: pool_id.to_owned(),
+        removed: have.keys().filter(|k| !members.contains_key(*k)).count(),
         members,
         subnet_id: want.member_subnet_id.clone(),
     };

@@ -840,4 +840,11 @@ fn a_write_counts_every_object_the_provider_makes_for_the_pending_allowance() {
     let ops = plan(&gone, Some(&observed_from(&lb)), &Unlimited);
     // The pool and the listener, one each.
     assert_eq!(ops.iter().map(Op::objects).sum::<usize>(), 2, "{ops:?}");
+    // 5 -> 2 is one replace of 2 members that removes 3: the provider handles all 5.
+    let ops = plan(&sized_lb(2), Some(&observed_from(&lb)), &Unlimited);
+    assert_eq!(
+        ops.iter().map(Op::objects).collect::<Vec<_>>(),
+        vec![5],
+        "{ops:?}"
+    );
 }
