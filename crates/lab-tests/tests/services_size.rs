@@ -198,19 +198,7 @@ async fn converge(h: &Harness, ips: &[String], what: &str) -> anyhow::Result<BTr
         have.len(),
         want.len()
     );
-    eprintln!(
-        "[{}] {what}: Ready in {} ms, Octavia writes {writes:?}",
-        h.backend.kind,
-        t0.elapsed().as_millis()
-    );
-    // A refused body (the cloud's 413 or the client's own refusal) is an Event with this reason.
-    let refused = h.events("RequestTooLarge").await?;
-    ensure!(
-        refused.is_empty(),
-        "{what}: a body over the size limit: {:?}",
-        refused[0].message
-    );
-    Ok(writes)
+    reached(h, what, t0, writes).await
 }
 
 async fn scenario(h: &Harness, sizes: &[usize]) -> anyhow::Result<()> {
@@ -347,6 +335,17 @@ async fn converge_ports(
             "{what}: port {port}'s members are not all on {target}"
         );
     }
+    reached(h, what, t0, writes).await
+}
+
+/// Prints the step's figures and checks no body was refused (the cloud's 413 or the client's own refusal
+/// is an Event with reason `RequestTooLarge`); the step's writes.
+async fn reached(
+    h: &Harness,
+    what: &str,
+    t0: Instant,
+    writes: BTreeMap<String, u64>,
+) -> anyhow::Result<BTreeMap<String, u64>> {
     eprintln!(
         "[{}] {what}: Ready in {} ms, Octavia writes {writes:?}",
         h.backend.kind,
