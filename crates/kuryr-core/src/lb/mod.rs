@@ -16,6 +16,8 @@
 //! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
 //! - [`schedule`]: when to look at a load balancer again (polls while pending, endpoint bursts coalesced,
 //!   our own status write's echo skipped, strays swept), from the clock the caller passes in.
+//! - [`index`]: the cluster's load balancers as a few list calls per tick show them, and which reconciles
+//!   to wake (settled after a wait, drift, gone, strays): one observer instead of a poll per load balancer.
 //!
 //! No I/O: the controller reads Kubernetes and Octavia, and carries the ops out.
 
@@ -24,6 +26,7 @@ pub mod desired;
 pub mod endpoints;
 pub mod fit;
 pub mod health;
+pub mod index;
 pub mod member_subnet;
 pub mod model;
 pub mod names;
@@ -38,6 +41,7 @@ pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, Fi
 pub use desired::{desired_lb, OctaviaCaps};
 pub use fit::{Fit, Unlimited};
 pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
+pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
 pub use model::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Problem,
