@@ -148,8 +148,9 @@ pub struct Args {
         default_value_t = 3000
     )]
     pub lb_pending_per_object_ms: u64,
-    /// Seconds between drift checks of each load balancer against Octavia.
-    #[arg(long, env = "KURYR_LB_DRIFT_INTERVAL", default_value_t = 300)]
+    /// Seconds between the observer's listings of the cluster's load balancers, listeners and pools when
+    /// none is pending: a part deleted or changed behind our back is noticed within this.
+    #[arg(long, env = "KURYR_LB_DRIFT_INTERVAL", default_value_t = 15)]
     pub lb_drift_interval: u64,
     /// Milliseconds over which endpoint changes are gathered into one member replace.
     #[arg(long, env = "KURYR_LB_COALESCE_MS", default_value_t = 300)]

@@ -2,6 +2,7 @@
 //! status tree, cascade delete), listeners, pools, members (batch replace), health monitors, with
 //! provisioning-status transitions timed per provider and 409 while the load balancer is PENDING_*.
 
+pub mod filters;
 pub mod healthmonitors;
 pub mod listeners;
 pub mod loadbalancers;
@@ -351,10 +352,17 @@ pub fn tags(m: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
     }
 }
 
-/// Octavia list: filter, paginate, always with a `_links` list.
+/// Octavia list: filter (as Octavia does: [`filters`]), paginate, always with a `_links` list.
 pub fn list_response(ctx: &Ctx, q: Option<String>, coll: &str, items: Vec<Value>) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
-    let filtered: Vec<Value> = items.into_iter().filter(|v| params.matches(v)).collect();
+    let mut params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
+    if let Err(e) = filters::check(&params, coll, &items) {
+        return e.into_response();
+    }
+    let lb = filters::loadbalancer_filter(&mut params);
+    let filtered: Vec<Value> = items
+        .into_iter()
+        .filter(|v| params.matches(v) && lb.as_deref().is_none_or(|id| filters::belongs_to(v, id)))
+        .collect();
     let (page, more) = params.page(filtered);
     let url = format!("{}/load-balancer/v2/lbaas/{coll}", ctx.base_url);
     let mut body = crate::query::list_body(coll, page, more, &params, &url);

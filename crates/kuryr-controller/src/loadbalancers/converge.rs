@@ -45,25 +45,27 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         }
         Assessment::Wait { status: s } => {
             status::record(&mut round.st, &lb, None, round.member_subnet.as_deref());
+            let after = round.pending_look(&lb.id, false, next_poll, limit.saturating_sub(pending_for));
             let next = round
-                .finish(
-                    next_poll,
-                    false,
-                    "Provisioning",
-                    format!("load balancer tree {s}"),
-                )
+                .finish(after, false, "Provisioning", format!("load balancer tree {s}"))
                 .await?;
             return Ok(Converged::Working(next));
         }
         Assessment::Active => ctx.schedule().settled(uid),
     }
+    ctx.observer.index().watch(&lb.id, round.key(), Instant::now());
 
-    // The listeners, pools and health monitors as last read (or created) while the tree shows the same
-    // ones, with its members; read in full when it does not, and once per drift interval.
-    let cached = ctx
-        .schedule()
-        .observed(&lb.id, ctx.config.drift_interval, Instant::now())
-        .and_then(|c| octavia::from_tree(&c, &lb, tree));
+    // The listeners, pools and health monitors as the observer's last listing (begun after our last
+    // write) or the last read (or create) showed them, while the tree shows the same ones, with its
+    // members; read in full when it does not, and once per drift interval without an observer.
+    let listed = ctx.observer.current(&lb.id);
+    let read = || {
+        ctx.schedule()
+            .observed(&lb.id, ctx.config.drift_interval, Instant::now())
+    };
+    let cached = listed
+        .and_then(|c| octavia::from_tree(&c, &lb, tree))
+        .or_else(|| read().and_then(|c| octavia::from_tree(&c, &lb, tree)));
     let observed = match cached {
         Some(o) => o,
         None => {
@@ -91,8 +93,10 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
     if let Some(wait) = round.coalesce() {
         return round.write(wait).await.map(Converged::Working);
     }
-    if let Op::Recreate { reason } = op {
+    let after = if let Op::Recreate { reason } = op {
         replace(round, &lb, RepairKind::Changed, reason).await?;
+        // Gone: the next round creates anew at once.
+        ctx.config.poll_min
     } else {
         // A member write leaves listeners, pools and monitors as they were (members come from the
         // tree); any other write changes what was read.
@@ -103,10 +107,14 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         ctx.metrics.lb_op(op.kind());
         ctx.schedule().wrote(uid, Instant::now(), op.objects());
         info!(op = op.kind(), left = ops.len() - 1, "octavia write");
-    }
+        let limit =
+            ctx.schedule()
+                .pending_limit(uid, ctx.config.pending_limit, ctx.config.pending_per_object);
+        round.pending_look(&lb.id, true, ctx.config.poll_min, limit)
+    };
     let progress = format!("{} ({} to go)", op.kind(), ops.len());
     round
-        .finish(ctx.config.poll_min, false, "Updating", progress)
+        .finish(after, false, "Updating", progress)
         .await
         .map(Converged::Working)
 }

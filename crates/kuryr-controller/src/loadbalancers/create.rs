@@ -40,7 +40,11 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     info!(lb_id = lb.id, provider = lb.provider, "load balancer created");
     status::record(&mut round.st, &lb, None, round.member_subnet.as_deref());
     let created = format!("load balancer {} created", lb.id);
-    round
-        .finish(ctx.config.poll_min, false, "Creating", created)
-        .await
+    let limit = ctx.schedule().pending_limit(
+        round.uid.as_str(),
+        ctx.config.pending_limit,
+        ctx.config.pending_per_object,
+    );
+    let after = round.pending_look(&lb.id, true, ctx.config.poll_min, limit);
+    round.finish(after, false, "Creating", created).await
 }

@@ -1,7 +1,7 @@
 //! The tree matches the spec: the floating IP (LoadBalancer Services, when an external network or a
 //! requested IP allows one), its address published on the Service, strays swept when due, then Ready.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kuryr_api::loadbalancer::ServiceType;
 use kuryr_api::ResourceExt;
@@ -18,6 +18,10 @@ use crate::toolkit::Topic;
 /// checks (an hour at the default 5 minutes): strays come from abandons this process records, or from
 /// a previous process (listed once per Service after a start).
 const SWEEP_EVERY_DRIFT_CHECKS: u32 = 12;
+
+/// A settled load balancer's next look of its own while the observer lists: a safety net only (the
+/// observer wakes it on any change), so that its reads stay a fraction of one per Service a day.
+pub const RESYNC: Duration = Duration::from_secs(24 * 3600);
 
 pub async fn expose(round: &mut Round<'_>, lb: &LoadBalancer) -> Result<Next> {
     let ctx = round.ctx;
@@ -47,11 +51,16 @@ pub async fn expose(round: &mut Round<'_>, lb: &LoadBalancer) -> Result<Next> {
         let ns = round.klb.namespace().unwrap_or_default();
         fip::publish(ctx, &ns, &round.klb.name_any(), now.as_deref()).await?;
     }
-    // Strays (an abandoned stuck LB) are looked for when there is reason to, not every round.
+    // Strays (an abandoned stuck LB) are looked for when there is reason to, not every round; with the
+    // observer listing, only when it saw some (its listing has every tagged load balancer).
+    let observing = ctx.observer.observing();
     let every = ctx.config.drift_interval * SWEEP_EVERY_DRIFT_CHECKS;
-    let due = ctx
-        .schedule()
-        .sweep_due(round.uid.as_str(), every, Instant::now());
+    let due = if observing {
+        ctx.schedule().sweep_wanted(round.uid.as_str())
+    } else {
+        ctx.schedule()
+            .sweep_due(round.uid.as_str(), every, Instant::now())
+    };
     if due {
         sweep(round, &lb.id).await;
     }
@@ -66,7 +75,11 @@ pub async fn expose(round: &mut Round<'_>, lb: &LoadBalancer) -> Result<Next> {
     if members > status::STATUS_MEMBERS_MAX {
         active.push_str(&format!(" (the status lists {})", status::STATUS_MEMBERS_MAX));
     }
-    round
-        .finish(ctx.config.drift_interval, true, "Active", active)
-        .await
+    // Drift is the observer's to notice; without it, each load balancer is looked at per drift interval.
+    let after = if observing {
+        RESYNC
+    } else {
+        ctx.config.drift_interval
+    };
+    round.finish(after, true, "Active", active).await
 }

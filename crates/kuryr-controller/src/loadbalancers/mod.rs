@@ -11,10 +11,12 @@ pub mod create;
 pub mod expose;
 pub mod fip;
 pub mod locate;
+pub mod observer;
 pub mod octavia;
 pub mod repair;
 pub mod round;
 pub mod service;
+pub mod sightings;
 pub mod status;
 
 use std::sync::Arc;
@@ -132,6 +134,7 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     for id in &ids {
         waiter::wait_lb_deleted(&ctx.cloud, id, &repair::delete_wait()).await?;
         ctx.schedule().forget_lb(id);
+        ctx.observer.index().unwatch(id);
     }
     info!(deleted = ids.len(), "load balancers released");
     let uid = Uid::of(klb);

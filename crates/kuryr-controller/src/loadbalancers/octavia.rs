@@ -178,6 +178,42 @@ pub async fn observe(cloud: &Cloud, lb: &LoadBalancer, tree: &StatusTree) -> Res
     Ok(assemble(lb, found, parts))
 }
 
+/// `lb`'s tree from the cluster-wide lists (`listeners`, `pools`, `monitors`: this load balancer's), members
+/// left for [`from_tree`] to fill (a pool lists member ids only). `None` when the lists miss something
+/// the load balancer names (an object without our tags): then it is read in full.
+pub fn observed_from_lists(
+    lb: &LoadBalancer,
+    listeners: Vec<Listener>,
+    pools: Vec<pools::Pool>,
+    monitors: &BTreeMap<String, HealthMonitor>,
+) -> Option<ObservedLb> {
+    let complete = lb
+        .listeners
+        .iter()
+        .all(|r| listeners.iter().any(|l| l.id == r.id))
+        && lb.pools.iter().all(|r| pools.iter().any(|p| p.id == r.id));
+    if !complete {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for p in pools {
+        let health_monitor = match p.healthmonitor_id.as_deref().filter(|h| !h.is_empty()) {
+            Some(id) => Some(observed_hm(monitors.get(id)?.clone())),
+            None => None,
+        };
+        parts.push(PoolParts {
+            id: p.id,
+            name: p.name,
+            lb_algorithm: p.lb_algorithm,
+            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
+            listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
+            members: BTreeMap::new(),
+            health_monitor,
+        });
+    }
+    Some(assemble(lb, listeners, parts))
+}
+
 /// The tree a fully-populated create made, from its answer: `None` when the answer names ids only.
 pub fn observed_from_graph(lb: &LoadBalancer, graph: &Graph) -> Option<ObservedLb> {
     if !graph.is_complete() {

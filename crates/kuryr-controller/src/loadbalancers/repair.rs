@@ -34,6 +34,7 @@ pub async fn replace(round: &mut Round<'_>, lb: &LoadBalancer, kind: RepairKind,
     // `lb`'s state is this round's (the status tree's root, or a fresh GET).
     let stuck = ProvisioningStatus::parse(&lb.provisioning_status).is_pending();
     ctx.schedule().forget_observed(&lb.id);
+    ctx.observer.index().unwatch(&lb.id);
     if stuck {
         {
             let mut schedule = ctx.schedule();

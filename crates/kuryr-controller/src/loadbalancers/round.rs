@@ -11,6 +11,7 @@ use kuryr_api::{Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_core::lb::{desired_lb, enforce, AllowList, DesiredLb, Enforced, OctaviaCaps, Problem};
 use kuryr_openstack::Owner;
 
+use super::observer::LbKey;
 use super::service::{owner, service_ref};
 use super::status;
 use crate::errors::Result;
@@ -72,6 +73,26 @@ impl Round<'_> {
     pub async fn write(&mut self, after: Duration) -> Result<Next> {
         let written = status::write(self.api, self.klb, &self.st).await?;
         Ok(Next { after, written })
+    }
+
+    /// Which reconcile this is, for the observer.
+    pub fn key(&self) -> LbKey {
+        LbKey::of(self.klb, self.uid.as_str())
+    }
+
+    /// `lb_id` is left PENDING_* (by our write: `wrote`): the observer wakes this reconcile once a
+    /// listing shows it settled. The next look of our own is then only the stuck check, `left` from now;
+    /// before the observer has listed anything, it is the poll `poll`.
+    pub fn pending_look(&self, lb_id: &str, wrote: bool, poll: Duration, left: Duration) -> Duration {
+        let observer = &self.ctx.observer;
+        observer
+            .index()
+            .await_settle(lb_id, self.key(), wrote, Instant::now());
+        if observer.observing() {
+            left.max(poll)
+        } else {
+            poll
+        }
     }
 
     /// How long to let an endpoints burst gather before acting on this generation; `None`: act now.

@@ -1,17 +1,19 @@
 //! What the Service front end and the KuryrLoadBalancer controller share: clients, settings, the caches
 //! fed by watches, per-object bookkeeping, and the load balancer schedule (`kuryr_core::lb::Schedule`:
-//! pending polls, endpoint bursts, next looks, stray sweeps, the Octavia trees last read).
+//! pending polls, endpoint bursts, next looks, stray sweeps, the Octavia trees last read), and the observer
+//! that lists the cluster's load balancers for every reconcile.
 
 use std::sync::{Mutex, MutexGuard};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::KuryrLoadBalancer;
-use kuryr_core::lb::{Schedule, ScheduleConfig};
+use kuryr_core::lb::{IndexConfig, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
 use super::config::ServicesConfig;
 use super::member_subnets::SubnetBook;
+use crate::loadbalancers::observer::Observer;
 use crate::metrics::Metrics;
 use crate::toolkit::{lock, Events, Ledger, Reconciler};
 
@@ -31,6 +33,8 @@ pub struct LbContext {
     pub klbs: Store<KuryrLoadBalancer>,
     /// Neutron's subnets, for the subnet members are declared on.
     pub subnets: SubnetBook,
+    /// The cluster's load balancers as the periodic lists show them; wakes the reconciles that changed.
+    pub observer: Observer,
     schedule: Mutex<Schedule>,
 }
 
@@ -51,6 +55,11 @@ impl LbContext {
             poll_max: config.poll_max,
             coalesce: config.coalesce,
         });
+        let observer = Observer::new(IndexConfig {
+            poll_min: config.poll_min,
+            poll_max: config.poll_max,
+            drift_interval: config.drift_interval,
+        });
         Self {
             events: Events::new(client.clone()),
             client,
@@ -63,6 +72,7 @@ impl LbContext {
             slices,
             klbs,
             subnets: SubnetBook::default(),
+            observer,
             schedule: Mutex::new(schedule),
         }
     }

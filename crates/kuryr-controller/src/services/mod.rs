@@ -142,7 +142,7 @@ async fn serve(
         .modify(slim::meta)
         .reflect(klb_writer)
         .applied_objects();
-    let klb_controller = Controller::for_stream(klb_stream, klb_store);
+    let mut klb_controller = Controller::for_stream(klb_stream, klb_store);
     let (svc_store, svc_writer) = reflector::store();
     let svc_stream = watcher(svc_api, scope.objects())
         .modify(slim::meta)
@@ -173,8 +173,11 @@ async fn serve(
         slice_store,
         klb_controller.store(),
     ));
+    // Reconciles are woken by the observer's listings rather than polling their load balancer.
+    klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
     let span =
         |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
+    let observe = loadbalancers::observer::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));
     let klb_run = run_controller(
         klb_controller,
         loadbalancers::reconcile,
@@ -191,5 +194,5 @@ async fn serve(
         shutdown,
     )
     .instrument(span("service"));
-    tokio::join!(klb_run, svc_run);
+    tokio::join!(klb_run, svc_run, observe);
 }

@@ -27,14 +27,19 @@ use crate::harness::{TestCloud, NS};
 const CLUSTER_IP: &str = "10.96.0.10";
 
 /// The Services side on `cloud`: a service subnet and an external network behind a router.
-struct Lb {
-    ctx: Arc<LbContext>,
-    api: ApiServer,
-    slices: Writer<EndpointSlice>,
-    klbs: Writer<KuryrLoadBalancer>,
+pub(crate) struct Lb {
+    pub(crate) ctx: Arc<LbContext>,
+    pub(crate) api: ApiServer,
+    pub(crate) slices: Writer<EndpointSlice>,
+    pub(crate) klbs: Writer<KuryrLoadBalancer>,
 }
 
 async fn lb_harness(cloud: &TestCloud) -> Lb {
+    lb_harness_with(cloud, |_| {}).await
+}
+
+/// [`lb_harness`] with its settings changed by `tweak`.
+pub(crate) async fn lb_harness_with(cloud: &TestCloud, tweak: impl FnOnce(&mut ServicesConfig)) -> Lb {
     let c = &cloud.cloud;
     let svc_net = networks::create(c, &networks::CreateNetwork::named("services"), &[])
         .await
@@ -82,6 +87,7 @@ async fn lb_harness(cloud: &TestCloud) -> Lb {
     // Every round acts at once: no burst to gather, no poll to wait out (cloudsim is instant).
     config.coalesce = Duration::ZERO;
     config.poll_min = Duration::ZERO;
+    tweak(&mut config);
     let (client, api) = apiserver::client();
     let (slices, slice_writer) = reflector::store();
     let (klbs, klb_writer) = reflector::store();

@@ -10,4 +10,5 @@ mod error_policy;
 mod harness;
 mod kuryrport;
 mod loadbalancer;
+mod observer;
 mod pool;

@@ -207,6 +207,11 @@ impl Schedule {
                 .is_none_or(|at| now.saturating_duration_since(*at) >= every)
     }
 
+    /// Whether a stray of `uid` is known or may be (an abandon, or the observer saw one).
+    pub fn sweep_wanted(&self, uid: &str) -> bool {
+        self.sweep_wanted.contains(uid)
+    }
+
     /// A sweep listed `uid`'s load balancers; `clean`: none is left to delete.
     pub fn swept(&mut self, uid: &str, clean: bool, now: Instant) {
         self.listed.insert(uid.to_owned(), now);

@@ -1,6 +1,7 @@
 //! Octavia v2: load balancers created fully populated (LB + listeners + pools + members + health monitors
 //! in one POST), members replaced in one batch call, status trees, providers and API version gates.
 
+pub mod cluster;
 pub mod healthmonitors;
 pub mod listeners;
 pub mod loadbalancers;

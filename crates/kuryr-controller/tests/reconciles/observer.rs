@@ -1,0 +1,236 @@
+//! The load balancer observer: one listing per tick for the whole cluster (load balancers, listeners,
+//! pools with the cluster's tag) wakes the reconciles whose load balancer settled or drifted; no
+//! reconcile polls its own. Counted from cloudsim's call log.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::watcher;
+use kuryr_api::conditions::{is_condition_true, READY};
+use kuryr_api::k8s_openapi::api::core::v1::{ObjectReference, ServicePort, ServiceSpec};
+use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kuryr_api::{KuryrLoadBalancer, ObjectMeta, Service};
+use kuryr_cloudsim::Profile;
+use kuryr_controller::loadbalancers::{self, observer};
+use kuryr_controller::services::{frontend, SERVICE_NAME_LABEL};
+use kuryr_core::lb::WakeReason;
+use kuryr_openstack::octavia::{listeners, members};
+
+use crate::apiserver;
+use crate::harness::{TestCloud, NS};
+use crate::loadbalancer::{lb_harness_with, Lb};
+
+/// The list calls one tick makes when no pool has a health monitor: load balancers, listeners, pools.
+const LISTS_PER_TICK: usize = 3;
+
+fn klb_path(name: &str) -> String {
+    apiserver::path("openstack.org/v1", NS, "kuryrloadbalancers", name)
+}
+
+/// Service `name` at clusterIP `ip` with one port and endpoints `ips`, through the front end.
+async fn service(lb: &mut Lb, name: &str, ip: &str, ips: &[&str]) {
+    let path = apiserver::path("v1", NS, "services", name);
+    let svc = Service {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ip: Some(ip.into()),
+            selector: Some(BTreeMap::from([("app".into(), name.into())])),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                protocol: Some("TCP".into()),
+                target_port: Some(IntOrString::Int(8080)),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    };
+    let stored = lb.api.put(&path, &svc);
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-abcde")),
+            namespace: Some(NS.into()),
+            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), name.into())])),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: ips
+            .iter()
+            .map(|ip| Endpoint {
+                addresses: vec![(*ip).into()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    ..EndpointConditions::default()
+                }),
+                target_ref: Some(ObjectReference {
+                    kind: Some("Pod".into()),
+                    name: Some(format!("{name}-{ip}")),
+                    namespace: Some(NS.into()),
+                    ..ObjectReference::default()
+                }),
+                ..Endpoint::default()
+            })
+            .collect(),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            ..EndpointPort::default()
+        }]),
+    };
+    lb.slices.apply_watcher_event(&watcher::Event::Apply(slice));
+    let svc: Service = serde_json::from_value(stored).unwrap();
+    frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
+}
+
+fn klb(lb: &Lb, name: &str) -> KuryrLoadBalancer {
+    serde_json::from_value(lb.api.get(&klb_path(name)).expect("the front end wrote it")).unwrap()
+}
+
+/// One reconcile of `name` as the API server holds it.
+async fn round(lb: &mut Lb, name: &str) -> KuryrLoadBalancer {
+    let k = klb(lb, name);
+    lb.klbs.apply_watcher_event(&watcher::Event::Apply(k.clone()));
+    loadbalancers::reconcile(Arc::new(k), lb.ctx.clone())
+        .await
+        .unwrap();
+    klb(lb, name)
+}
+
+fn ready(k: &KuryrLoadBalancer) -> bool {
+    k.status
+        .as_ref()
+        .is_some_and(|s| is_condition_true(&s.conditions, READY))
+}
+
+/// Octavia reads of the kinds a reconcile polls with (status tree, show): none may come from a tick.
+fn per_lb_reads(cloud: &TestCloud) -> usize {
+    cloud
+        .sim
+        .calls()
+        .iter()
+        .filter(|c| c.method == "GET" && c.op.starts_with("octavia.") && !c.op.ends_with(".list"))
+        .filter(|c| c.op != "octavia.versions" && c.op != "octavia.providers.list")
+        .count()
+}
+
+/// N load balancers waiting for ACTIVE cost the same few list calls per tick whatever N is, and each
+/// reconcile is woken once, when its load balancer has settled: one status read each, no poll.
+#[tokio::test]
+async fn waiting_load_balancers_cost_a_few_list_calls_per_tick_not_a_read_each() {
+    const N: usize = 20;
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_with(&cloud, |_| {}).await;
+    // The observer's first listing: reconciles leave waiting to it from now on.
+    observer::tick(&lb.ctx).await.unwrap();
+    // Load balancers take time to provision (cloudsim's provider timings, scaled down).
+    cloud.sim.set_profile(Profile {
+        time_scale: 0.05,
+        ..Profile::default()
+    });
+    for i in 0..N {
+        let name = format!("svc{i}");
+        service(&mut lb, &name, &format!("10.96.1.{}", i + 1), &["10.10.0.50"]).await;
+        // Finalizer, then the create; the round leaves it to the observer.
+        round(&mut lb, &name).await;
+        let k = round(&mut lb, &name).await;
+        assert!(k.status.unwrap().loadbalancer.is_some(), "{name} created");
+    }
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), N);
+
+    let mut woken: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ticks = 0;
+    while woken.len() < N {
+        assert!(ticks < 2000, "not every load balancer settled: {woken:?}");
+        cloud.sim.clear_calls();
+        let wakes = observer::tick(&lb.ctx).await.unwrap();
+        ticks += 1;
+        let lists = cloud.sim.calls_matching("octavia.*").len();
+        assert_eq!(lists, LISTS_PER_TICK, "tick {ticks}: {:?}", cloud.sim.calls());
+        assert_eq!(per_lb_reads(&cloud), 0);
+        for w in wakes {
+            assert_eq!(w.reason, WakeReason::Settled);
+            *woken.entry(w.key.obj.name.clone()).or_default() += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(woken.values().all(|n| *n == 1), "each woken once: {woken:?}");
+    eprintln!("{N} waiting load balancers: {ticks} ticks of {LISTS_PER_TICK} list calls each");
+
+    // Each woken reconcile reads its tree once and goes Ready.
+    cloud.sim.clear_calls();
+    for i in 0..N {
+        let k = round(&mut lb, &format!("svc{i}")).await;
+        assert!(ready(&k), "svc{i}: {:?}", k.status);
+    }
+    assert_eq!(cloud.calls("octavia.loadbalancers.status"), N);
+    // Settled, nothing changed: a tick wakes nobody and reads nothing per load balancer.
+    cloud.sim.clear_calls();
+    assert!(observer::tick(&lb.ctx).await.unwrap().is_empty());
+    assert_eq!(cloud.sim.calls_matching("octavia.*").len(), LISTS_PER_TICK);
+}
+
+/// A member and a listener deleted behind the controller's back: the observer's next listing (its
+/// period is the drift interval) wakes the reconcile, which builds the missing part again.
+#[tokio::test]
+async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_observer() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_with(&cloud, |c| {
+        c.drift_interval = Duration::from_millis(50);
+        // Ticks while a reconcile waits: not a busy loop.
+        c.poll_min = Duration::from_millis(20);
+    })
+    .await;
+    let mut wakes = lb.ctx.observer.wakes();
+    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    service(&mut lb, "web", "10.96.0.10", &["10.10.0.50", "10.10.0.51"]).await;
+    let mut k = round(&mut lb, "web").await;
+    while !ready(&k) {
+        k = round(&mut lb, "web").await;
+    }
+    let st = k.status.clone().unwrap();
+    let (listener, pool) = (st.listeners[0].id.clone(), st.pools[0].id.clone());
+    let member = st.members[0].id.clone();
+
+    // Behind our back: one member, then the listener.
+    members::delete(&cloud.cloud, &pool, &member).await.unwrap();
+    listeners::delete(&cloud.cloud, &listener).await.unwrap();
+    cloud.sim.clear_calls();
+
+    // Driven as the controller does: a reconcile whenever the observer wakes it.
+    let mut restored = false;
+    for _ in 0..50 {
+        let woken = tokio::time::timeout(Duration::from_secs(30), wakes.next())
+            .await
+            .expect("the observer wakes the reconcile")
+            .expect("wake stream open");
+        assert_eq!(woken.name, "web");
+        let k = round(&mut lb, "web").await;
+        let st = k.status.clone().unwrap();
+        let listed = listeners::list(&cloud.cloud, Vec::new()).await.unwrap();
+        if ready(&k) && listed.len() == 1 && st.members.len() == 2 {
+            let pool = &st.pools[0].id;
+            let in_octavia = members::list(&cloud.cloud, pool).await.unwrap();
+            assert_eq!(in_octavia.len(), 2);
+            assert_ne!(listed[0].id, listener, "a new listener");
+            restored = true;
+            break;
+        }
+    }
+    assert!(restored, "not restored");
+    assert_eq!(
+        cloud.calls("octavia.loadbalancers.create"),
+        0,
+        "repaired in place"
+    );
+    assert!(cloud.calls("octavia.listeners.create") + cloud.calls("octavia.pools.create") >= 1);
+}
