@@ -12,6 +12,7 @@ pub mod errors;
 pub mod faults;
 pub mod ipam;
 pub mod keystone;
+pub mod load;
 pub mod neutron;
 pub mod octavia;
 pub mod pipeline;

@@ -261,13 +261,46 @@ async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
         }
     }
 
+    // The load model: counted in flight until the answer is out; slower, or refused, beyond the workers.
+    let (_counted, in_flight) = match service {
+        Service::Neutron | Service::Octavia => {
+            let (c, n) = sh.in_flight.enter(service == Service::Neutron);
+            (Some(c), n)
+        }
+        _ => (None, 0),
+    };
+    let load = match service {
+        Service::Neutron => profile.load.neutron,
+        Service::Octavia => profile.load.octavia,
+        _ => None,
+    };
+    let slowdown = load.map_or(1.0, |m| m.slowdown(in_flight));
+    let refused = load.is_some_and(|m| {
+        let rate = m.error_rate(in_flight);
+        rate > 0.0 && sh.rng().f64() < rate
+    });
+
     // Latency, and the IPAM conflict roll that depends on how many port creates overlap.
     let port_create = op == "neutron.ports.create" || op == "neutron.ports.bulk_create";
     let delay_ms = profile
         .latency
         .lookup(op, provider.as_deref())
         .sample_ms(items.unwrap_or(1), &mut sh.rng());
-    let delay = profile.scaled(delay_ms);
+    let delay = profile.scaled(delay_ms * slowdown);
+    if refused {
+        // The proxy gave up on the queue: the time was spent, nothing was done.
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        log(503, items, Some(format!("overload ({in_flight} in flight)")), op);
+        return ApiError::new(
+            service,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "HTTPServiceUnavailable",
+            "The server is currently unavailable. Please try again at a later time.",
+        )
+        .into_response();
+    }
     let mut ipam_conflict = false;
     if port_create {
         let at_start = sh.port_creates_in_flight.fetch_add(1, Ordering::SeqCst) + 1;

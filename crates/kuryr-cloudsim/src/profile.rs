@@ -52,6 +52,8 @@ pub struct Profile {
     /// answered 413 before the API sees it. Octavia wraps its API in it (114,688 bytes by default);
     /// Neutron's api-paste pipeline has no sizelimit filter (a proxy in front may add one).
     pub max_request_body: BodyLimits,
+    /// A service that suffers under load (`load.rs`): none by default.
+    pub load: crate::load::LoadProfile,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +87,7 @@ impl Default for Profile {
             lb_faults: Vec::new(),
             call_log_capacity: 200_000,
             max_request_body: BodyLimits::default(),
+            load: crate::load::LoadProfile::default(),
         }
     }
 }

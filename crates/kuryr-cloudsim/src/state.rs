@@ -28,6 +28,8 @@ pub struct Shared {
     rng: Mutex<fastrand::Rng>,
     /// Port creates (single or bulk) currently inside their latency window: drives IPAM conflicts.
     pub port_creates_in_flight: AtomicUsize,
+    /// Requests in flight per service: the load model's input.
+    pub in_flight: crate::load::InFlight,
 }
 
 /// Locks ignoring poisoning: a panicking handler must not take the whole emulator down.
@@ -51,6 +53,7 @@ impl Shared {
             rng: Mutex::new(rng),
             profile: RwLock::new(Arc::new(profile)),
             port_creates_in_flight: AtomicUsize::new(0),
+            in_flight: crate::load::InFlight::default(),
         })
     }
 

@@ -236,6 +236,45 @@ async fn ipam_conflicts_rise_with_concurrent_port_creates() {
     assert!(logged.iter().any(|c| c.fault.as_deref() == Some("ipam_conflict")));
 }
 
+#[tokio::test]
+async fn a_loaded_neutron_slows_down_and_refuses_beyond_its_workers() {
+    let mut p = Profile::default().with_auth(AuthMode::Noauth);
+    p.seed = Some(11);
+    p.latency.default = kuryr_cloudsim::profile::LatencySpec::Plain(Dist::Ms(100.0));
+    p.load.neutron = Some(kuryr_cloudsim::load::LoadModel {
+        workers: 2,
+        error_per_excess: 0.25,
+        max_error_rate: 1.0,
+    });
+    let t = start(p).await;
+    // One at a time: within the workers, never refused, the profile's latency.
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_eq!(t.get("/v2.0/networks").await.0, 200);
+        assert!(started.elapsed() < Duration::from_millis(190));
+    }
+    // 12 at once: 10 beyond the workers, the later arrivals refused for sure (error rate 1.0 from 6 over).
+    let results = futures_join((0..12).map(|_| t.get("/v2.0/networks"))).await;
+    let refused: Vec<_> = results.iter().filter(|(s, _)| *s == 503).collect();
+    assert!(!refused.is_empty(), "{results:?}");
+    assert!(refused.len() < 12, "{results:?}");
+    assert_eq!(refused[0].1["NeutronError"]["type"], "HTTPServiceUnavailable");
+    let logged = t.h.calls_matching("neutron.networks.list");
+    let overloaded: Vec<_> = logged
+        .iter()
+        .filter(|c| c.fault.as_deref().is_some_and(|f| f.starts_with("overload")))
+        .collect();
+    assert_eq!(overloaded.len(), refused.len());
+    // The ones served under load took longer than the profile's latency: they queued.
+    assert!(
+        logged.iter().any(|c| c.status == 200 && c.latency_ms > 150.0),
+        "{logged:?}"
+    );
+    // Octavia has no model here: never refused.
+    let results = futures_join((0..12).map(|_| t.get("/v2/lbaas/loadbalancers"))).await;
+    assert!(results.iter().all(|(s, _)| *s == 200));
+}
+
 async fn futures_join<F: std::future::Future<Output = (u16, serde_json::Value)>>(
     fs: impl Iterator<Item = F>,
 ) -> Vec<(u16, serde_json::Value)> {

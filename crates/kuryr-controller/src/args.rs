@@ -96,13 +96,18 @@ pub struct Args {
     /// Ports per bulk create.
     #[arg(long, env = "KURYR_PORTS_POOL_BATCH", default_value_t = 10)]
     pub ports_pool_batch: u32,
-    /// OpenStack client rate limit: sustained calls per second to each service (one token bucket each
-    /// for Keystone, Neutron and Octavia, so one's bursts never delay the others); 0 turns it off.
-    #[arg(long, env = "KURYR_OPENSTACK_QPS", default_value_t = 20.0)]
+    /// Optional rate ceiling: sustained calls per second to each service (one token bucket each for
+    /// Keystone, Neutron and Octavia); 0 (the default) is none: the adaptive concurrency limit finds
+    /// what the cloud takes (docs/openstack-client.md).
+    #[arg(long, env = "KURYR_OPENSTACK_QPS", default_value_t = 0.0)]
     pub openstack_qps: f64,
-    /// OpenStack client rate limit: calls allowed back to back from a full bucket (per service).
+    /// Rate ceiling: calls allowed back to back from a full bucket (per service).
     #[arg(long, env = "KURYR_OPENSTACK_BURST", default_value_t = 40)]
     pub openstack_burst: u32,
+    /// Ceiling of the adaptive concurrency limit: calls in flight per service, however well the cloud
+    /// answers.
+    #[arg(long, env = "KURYR_OPENSTACK_MAX_CONCURRENCY", default_value_t = kuryr_openstack::AimdConfig::default().max)]
+    pub openstack_max_concurrency: usize,
     /// The cloud's request body limit in bytes (oslo.middleware `max_request_body_size`; Octavia's default
     /// 114,688): bulk port and rule creates and Octavia member writes are shaped to fit it.
     #[arg(long, env = "KURYR_OPENSTACK_MAX_REQUEST_BODY", default_value_t = kuryr_openstack::fit::DEFAULT_MAX_REQUEST_BODY)]
@@ -385,6 +390,7 @@ impl Args {
         };
         config
             .with_rate_limit(self.rate_limit())
+            .with_max_concurrency(self.openstack_max_concurrency)
             .with_max_request_body(self.openstack_max_request_body)
     }
 
@@ -567,11 +573,15 @@ mod tests {
     }
 
     #[test]
-    fn openstack_rate_limit_defaults_to_the_client_default_and_zero_turns_it_off() {
+    fn openstack_rate_ceiling_is_off_by_default_and_set_by_flags() {
         let base = ["kuryr-controller", "--cluster-id", "c1", "--pod-subnet", "sub"];
         let args = Args::try_parse_from(base).unwrap();
-        assert_eq!(args.rate_limit(), RateLimit::default());
+        assert_eq!(args.rate_limit(), RateLimit::unlimited());
         assert_eq!(args.cloud_config().rate_limit, RateLimit::default());
+        assert_eq!(args.cloud_config().concurrency.max, 64);
+        let args = Args::try_parse_from(base.iter().chain(&["--openstack-max-concurrency", "4"])).unwrap();
+        let c = args.cloud_config().concurrency;
+        assert_eq!((c.initial, c.max), (4, 4));
         let args = Args::try_parse_from(base.iter().chain(&["--openstack-qps", "0"])).unwrap();
         assert_eq!(args.cloud_config().rate_limit, RateLimit::unlimited());
         let args =

@@ -11,7 +11,10 @@
 //!   `kuryr_gc_suspects` (orphans seen once, awaiting confirmation), `kuryr_loadbalancers{state}` (from the
 //!   collector's last listing), `kuryr_leader` (1 while this replica holds the Lease).
 //! - `kuryr_openstack_ratelimit_wait_seconds_total`, `kuryr_openstack_ratelimit_waits_total`,
-//!   `kuryr_openstack_retries_total{op,reason}`, `kuryr_openstack_reauths_total`: read from
+//!   `kuryr_openstack_retries_total{op,reason}`, `kuryr_openstack_reauths_total`,
+//!   `kuryr_openstack_concurrency_limit{service}`, `kuryr_openstack_in_flight{service}`,
+//!   `kuryr_openstack_queued{service}`, `kuryr_openstack_concurrency_limit_moves_total{service,reason}`,
+//!   `kuryr_openstack_queue_wait_seconds_total`, `kuryr_openstack_queue_waits_total`: read from
 //!   kuryr-openstack's own counters at scrape time (see [`crate::metrics::CloudCounters`]).
 
 use std::sync::Arc;
@@ -323,6 +326,35 @@ impl CallObserver for CallMetrics {
     }
 }
 
+/// One unlabelled counter.
+fn counter<N: prometheus_client::encoding::EncodeCounterValue>(
+    encoder: &mut prometheus_client::encoding::DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: prometheus_client::metrics::counter::ConstCounter<N>,
+) -> Result<(), std::fmt::Error> {
+    use prometheus_client::encoding::EncodeMetric;
+    value.encode(encoder.encode_descriptor(name, help, None, value.metric_type())?)
+}
+
+/// One counter family with two labels.
+fn labelled_counter<'a>(
+    encoder: &mut prometheus_client::encoding::DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    values: impl Iterator<Item = ([(&'static str, &'a String); 2], u64)>,
+) -> Result<(), std::fmt::Error> {
+    use prometheus_client::encoding::EncodeMetric;
+    use prometheus_client::metrics::counter::ConstCounter;
+    let mut family =
+        encoder.encode_descriptor(name, help, None, prometheus_client::metrics::MetricType::Counter)?;
+    for (labels, n) in values {
+        let labels = labels.map(|(k, v)| (k, v.as_str()));
+        ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 /// kuryr-openstack's own counters, read at scrape time (no cloud call: they are what the client counted).
 #[derive(Debug)]
 pub struct CloudCounters(Arc<kuryr_openstack::Metrics>);
@@ -335,37 +367,79 @@ impl prometheus_client::collector::Collector for CloudCounters {
         use prometheus_client::encoding::EncodeMetric;
         use prometheus_client::metrics::counter::ConstCounter;
         let snap = self.0.snapshot();
-        let wait = ConstCounter::new(snap.ratelimit_wait_total.as_secs_f64());
-        wait.encode(encoder.encode_descriptor(
+        let seconds = |d: Duration| ConstCounter::new(d.as_secs_f64());
+        let wait = "Time spent waiting for a rate-limiter token";
+        counter(
+            &mut encoder,
             "openstack_ratelimit_wait_seconds",
-            "Time spent waiting for a rate-limiter token",
-            None,
-            wait.metric_type(),
-        )?)?;
-        let waits = ConstCounter::new(snap.ratelimit_waits);
-        waits.encode(encoder.encode_descriptor(
-            "openstack_ratelimit_waits",
-            "Calls that waited for a rate-limiter token",
-            None,
-            waits.metric_type(),
-        )?)?;
-        let reauths = ConstCounter::new(snap.reauths);
-        reauths.encode(encoder.encode_descriptor(
-            "openstack_reauths",
-            "Keystone re-authentications",
-            None,
-            reauths.metric_type(),
-        )?)?;
-        let mut retries = encoder.encode_descriptor(
-            "openstack_retries",
-            "Retried OpenStack calls by op and reason",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+            wait,
+            seconds(snap.ratelimit_wait_total),
         )?;
-        for ((op, reason), n) in &snap.retries {
-            let labels = [("op", op.as_str()), ("reason", reason.as_str())];
-            ConstCounter::new(*n).encode(retries.encode_family(&labels)?)?;
+        let waits = "Calls that waited for a rate-limiter token";
+        counter(
+            &mut encoder,
+            "openstack_ratelimit_waits",
+            waits,
+            ConstCounter::new(snap.ratelimit_waits),
+        )?;
+        let reauths = "Keystone re-authentications";
+        counter(
+            &mut encoder,
+            "openstack_reauths",
+            reauths,
+            ConstCounter::new(snap.reauths),
+        )?;
+        let queue = "Time calls waited for a place under the adaptive concurrency limit";
+        counter(
+            &mut encoder,
+            "openstack_queue_wait_seconds",
+            queue,
+            seconds(snap.queue_wait_total),
+        )?;
+        let queued = "Calls that waited for a place under the adaptive concurrency limit";
+        counter(
+            &mut encoder,
+            "openstack_queue_waits",
+            queued,
+            ConstCounter::new(snap.queue_waits),
+        )?;
+        let retries = snap
+            .retries
+            .iter()
+            .map(|((op, reason), n)| ([("op", op), ("reason", reason)], *n));
+        let help = "Retried OpenStack calls by op and reason";
+        labelled_counter(&mut encoder, "openstack_retries", help, retries)?;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        for (name, help, pick) in [
+            (
+                "openstack_concurrency_limit",
+                "Calls allowed in flight per service, as the adaptive limit stands",
+                (|g: &kuryr_openstack::metrics::AdmissionGauge| g.limit) as fn(&_) -> usize,
+            ),
+            (
+                "openstack_in_flight",
+                "Calls in flight per service",
+                |g: &kuryr_openstack::metrics::AdmissionGauge| g.in_flight,
+            ),
+            (
+                "openstack_queued",
+                "Calls waiting for a place per service",
+                |g: &kuryr_openstack::metrics::AdmissionGauge| g.queued,
+            ),
+        ] {
+            let mut family =
+                encoder.encode_descriptor(name, help, None, prometheus_client::metrics::MetricType::Gauge)?;
+            for (service, g) in &snap.admission {
+                let labels = [("service", service.as_str())];
+                ConstGauge::new(pick(g) as i64).encode(family.encode_family(&labels)?)?;
+            }
         }
+        let moves = snap
+            .limit_moves
+            .iter()
+            .map(|((service, reason), n)| ([("service", service), ("reason", reason)], *n));
+        let help = "Moves of the adaptive concurrency limit per service and reason";
+        labelled_counter(&mut encoder, "openstack_concurrency_limit_moves", help, moves)?;
         Ok(())
     }
 }
@@ -397,5 +471,34 @@ mod tests {
         assert!(text
             .contains(r#"kuryr_reconcile_errors_total{controller="kuryrport",kind="openstack_conflict"} 1"#));
         assert!(text.contains(r#"kuryr_pod_wire_seconds_bucket{le="0.5"} 1"#));
+    }
+
+    #[test]
+    fn the_clients_concurrency_limits_and_their_moves_are_exported() {
+        use kuryr_openstack::adaptive::{Distress, MoveReason};
+        use kuryr_openstack::metrics::AdmissionGauge;
+        use kuryr_openstack::Service;
+        let mut registry = Registry::default();
+        let cloud = Arc::new(kuryr_openstack::Metrics::default());
+        Metrics::register_cloud(&mut registry, cloud.clone());
+        cloud.set_admission(
+            Service::Network,
+            AdmissionGauge {
+                limit: 12,
+                in_flight: 3,
+                queued: 7,
+            },
+        );
+        cloud.record_limit_move(Service::Network, MoveReason::Cut(Distress::ServerError));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"kuryr_openstack_concurrency_limit{service="neutron"} 12"#,
+            r#"kuryr_openstack_in_flight{service="neutron"} 3"#,
+            r#"kuryr_openstack_queued{service="neutron"} 7"#,
+            r#"kuryr_openstack_concurrency_limit_moves_total{service="neutron",reason="server_error"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
     }
 }

@@ -21,6 +21,7 @@ use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 use tracing::{debug, info};
 
+use crate::adaptive::CallKind;
 use crate::config::AuthSource;
 use crate::errors::{Error, Result, Service};
 use crate::gate::Gate;
@@ -348,10 +349,11 @@ pub const LOGIN_OP: &str = "keystone.tokens.issue";
 /// counted and timed as `keystone.tokens.issue` (201 on success; 401 when Keystone refused the
 /// credentials; 0, "transport", when it could not be reached or answered otherwise).
 async fn gated_login(gate: &Gate, cfg: &CloudConfig, generation: u64) -> Result<Credentials> {
-    let permit = gate.enter(Service::Identity).await?;
+    let pass = gate.enter(Service::Identity, CallKind::new(LOGIN_OP, 0)).await?;
     let start = std::time::Instant::now();
     let result = login(cfg, generation).await;
-    drop(permit);
+    // The SDK's errors do not say timeout from refusal reliably: a login teaches the limit nothing.
+    drop(pass);
     let status = match &result {
         Ok(_) => 201,
         Err(e) if refused(&e.to_string()) => 401,

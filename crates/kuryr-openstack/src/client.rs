@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tracing::{debug, warn, Instrument};
 
+use crate::adaptive::{CallKind, Verdict};
 use crate::auth::{Credentials, Endpoints, Session};
 use crate::config::ClientConfig;
 use crate::errors::{ApiFailure, Error, Result, Service};
@@ -139,7 +140,7 @@ impl Cloud {
         observer: Option<Arc<dyn CallObserver>>,
     ) -> Result<Cloud> {
         // Logins pass the same gate as every other call: rate-limited, capped, counted.
-        let gate = Arc::new(Gate::new(config.rate_limit, config.max_concurrency, observer));
+        let gate = Arc::new(Gate::new(config.rate_limit, config.concurrency, observer));
         let session = Session::open(&config.auth, config.token_renew_margin, gate.clone()).await?;
         let tls = crate::auth::Tls::of(&config.auth)?;
         let builder = tls.apply(reqwest::Client::builder())?;
@@ -258,7 +259,13 @@ impl Cloud {
             attempt += 1;
             let (creds, _) = inner.session.current().await?;
             let url = build_url(creds.endpoints.base(req.service), &req.path, &req.query);
-            let permit = inner.gate.enter(req.service).await?;
+            let pass = inner
+                .gate
+                .enter(
+                    req.service,
+                    CallKind::new(req.op, body.as_ref().map_or(0, Vec::len)),
+                )
+                .await?;
             let mut rb = inner
                 .http
                 .request(req.method.clone(), url.clone())
@@ -280,7 +287,6 @@ impl Cloud {
             }
             let start = Instant::now();
             let result = send(rb).await;
-            drop(permit);
             let elapsed = start.elapsed();
 
             let (status, outcome_body, request_id, transport) = match result {
@@ -297,6 +303,7 @@ impl Cloud {
                     body: &outcome_body,
                 },
             };
+            pass.finish(Verdict::of(&outcome));
             debug!(%url, status, attempt, ms = elapsed.as_millis() as u64, "call");
             match classify(outcome, &req.method, req.op) {
                 Decision::Done => {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::adaptive::AimdConfig;
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
 
@@ -29,10 +30,11 @@ pub enum AuthSource {
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     pub auth: AuthSource,
-    /// One token bucket shared by every call of this client (and its clones).
+    /// An optional rate ceiling per service (a token bucket each); off by default: the adaptive
+    /// concurrency limit is what keeps the cloud from being flooded.
     pub rate_limit: RateLimit,
-    /// Calls in flight at once.
-    pub max_concurrency: usize,
+    /// Calls in flight at once, per service: where the adaptive limit starts, its floor and its ceiling.
+    pub concurrency: AimdConfig,
     pub retry: RetryPolicy,
     pub connect_timeout: Duration,
     /// Whole request, answer body included (a hung server is a retryable timeout).
@@ -82,7 +84,7 @@ impl ClientConfig {
         Self {
             auth,
             rate_limit: RateLimit::default(),
-            max_concurrency: 32,
+            concurrency: AimdConfig::default(),
             retry: RetryPolicy::default(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(60),
@@ -113,8 +115,17 @@ impl ClientConfig {
         self
     }
 
+    /// The ceiling of the adaptive limit (per service); the start and floor are lowered to fit under it.
     pub fn with_max_concurrency(mut self, n: usize) -> Self {
-        self.max_concurrency = n.max(1);
+        let n = n.max(1);
+        self.concurrency.max = n;
+        self.concurrency.initial = self.concurrency.initial.min(n);
+        self.concurrency.min = self.concurrency.min.min(n);
+        self
+    }
+
+    pub fn with_concurrency(mut self, concurrency: AimdConfig) -> Self {
+        self.concurrency = concurrency;
         self
     }
 

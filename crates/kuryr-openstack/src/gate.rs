@@ -1,34 +1,35 @@
-//! The gate every HTTP exchange passes, the client's own calls and Keystone logins alike: one rate limiter
-//! per service (Keystone, Neutron, Octavia, each at the configured QPS and burst), one concurrency cap,
-//! and the metrics/observer that count and time each attempt.
+//! The gate every HTTP exchange passes, the client's own calls and Keystone logins alike: per service
+//! (Keystone, Neutron, Octavia) an adaptive concurrency limit with the oldest work first
+//! ([`crate::admission`]) and an optional rate ceiling (token bucket, off by default), plus the
+//! metrics/observer that count and time each attempt.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, SemaphorePermit};
-
-use crate::errors::{Error, Result, Service};
+use crate::adaptive::{AimdConfig, CallKind};
+use crate::admission::{Admission, Pass};
+use crate::errors::{Result, Service};
 use crate::metrics::{CallObserver, CallRecord, Metrics};
 use crate::ratelimit::{RateLimit, TokenBucket};
 
-/// One token bucket per service: a pod burst's Neutron calls must not delay the Octavia polls of the
-/// Services being built at the same time, nor the other way round.
-pub(crate) struct Limiters {
-    identity: TokenBucket,
-    network: TokenBucket,
-    load_balancer: TokenBucket,
+/// One of each per service: a pod burst's Neutron calls must not delay the Octavia polls of the Services
+/// being built at the same time, nor the other way round.
+struct PerService<T> {
+    identity: T,
+    network: T,
+    load_balancer: T,
 }
 
-impl Limiters {
-    pub(crate) fn new(rate: RateLimit) -> Self {
+impl<T> PerService<T> {
+    fn new(f: impl Fn(Service) -> T) -> Self {
         Self {
-            identity: TokenBucket::new(rate),
-            network: TokenBucket::new(rate),
-            load_balancer: TokenBucket::new(rate),
+            identity: f(Service::Identity),
+            network: f(Service::Network),
+            load_balancer: f(Service::LoadBalancer),
         }
     }
 
-    pub(crate) fn of(&self, service: Service) -> &TokenBucket {
+    fn of(&self, service: Service) -> &T {
         match service {
             Service::Identity => &self.identity,
             Service::Network => &self.network,
@@ -38,8 +39,8 @@ impl Limiters {
 }
 
 pub(crate) struct Gate {
-    limiters: Limiters,
-    slots: Semaphore,
+    admissions: PerService<Admission>,
+    ceilings: PerService<TokenBucket>,
     metrics: Arc<Metrics>,
     observer: Option<Arc<dyn CallObserver>>,
 }
@@ -47,13 +48,14 @@ pub(crate) struct Gate {
 impl Gate {
     pub(crate) fn new(
         rate: RateLimit,
-        max_concurrency: usize,
+        concurrency: AimdConfig,
         observer: Option<Arc<dyn CallObserver>>,
     ) -> Self {
+        let metrics = Arc::new(Metrics::default());
         Self {
-            limiters: Limiters::new(rate),
-            slots: Semaphore::new(max_concurrency.max(1)),
-            metrics: Arc::new(Metrics::default()),
+            admissions: PerService::new(|s| Admission::new(s, concurrency, metrics.clone())),
+            ceilings: PerService::new(|_| TokenBucket::new(rate)),
+            metrics,
             observer,
         }
     }
@@ -62,18 +64,17 @@ impl Gate {
         &self.metrics
     }
 
-    /// `service`'s rate-limiter token (the wait is recorded), then a concurrency slot. The token comes
-    /// first so that callers waiting for one service's tokens do not sit on the slots another service's
-    /// calls need. Hold the permit for the exchange only.
-    pub(crate) async fn enter(&self, service: Service) -> Result<SemaphorePermit<'_>> {
-        let waited = self.limiters.of(service).acquire().await;
+    /// A place among `service`'s calls in flight (oldest work first), then the rate ceiling's token if one
+    /// is set. The place comes first so that the ceiling cannot undo the order; its wait is not counted
+    /// in the call's latency. Hold the pass for the exchange only, and finish it with how the call went.
+    pub(crate) async fn enter(&self, service: Service, kind: CallKind) -> Result<Pass<'_>> {
+        let mut pass = self.admissions.of(service).enter(kind).await?;
+        let waited = self.ceilings.of(service).acquire().await;
         if !waited.is_zero() {
             self.metrics.record_ratelimit_wait(waited);
+            pass.restart_clock();
         }
-        self.slots
-            .acquire()
-            .await
-            .map_err(|_| Error::Config("client closed".to_owned()))
+        Ok(pass)
     }
 
     /// Counts and times one attempt (`status` 0: no answer).
@@ -94,7 +95,13 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::Error;
     use tokio::time::Instant;
+
+    const KIND: CallKind = CallKind {
+        op: "test.call",
+        size_class: 0,
+    };
 
     /// Milliseconds after `t0` at which each of `n` calls to `service` gets through the gate.
     async fn admitted(gate: &Arc<Gate>, service: Service, n: usize, t0: Instant) -> Vec<u128> {
@@ -102,7 +109,7 @@ mod tests {
             .map(|_| {
                 let gate = gate.clone();
                 tokio::spawn(async move {
-                    let _permit = gate.enter(service).await?;
+                    let _pass = gate.enter(service, KIND).await?;
                     Ok::<_, Error>(Instant::now().duration_since(t0).as_millis())
                 })
             })
@@ -116,8 +123,12 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn each_service_has_its_own_bucket() {
-        let gate = Arc::new(Gate::new(RateLimit { qps: 10.0, burst: 2 }, 32, None));
+    async fn each_service_has_its_own_rate_ceiling() {
+        let gate = Arc::new(Gate::new(
+            RateLimit { qps: 10.0, burst: 2 },
+            AimdConfig::fixed(32),
+            None,
+        ));
         let t0 = Instant::now();
         // A Neutron burst far beyond its bucket does not delay Octavia nor Keystone: each has its own
         // burst, then 10/s.
@@ -134,20 +145,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn waiting_for_a_token_holds_no_slot() {
-        // One slot, held by a long Neutron exchange; two more Neutron calls wait for their tokens (1/s).
-        let gate = Arc::new(Gate::new(RateLimit { qps: 1.0, burst: 1 }, 1, None));
+    async fn each_service_has_its_own_places() {
+        // Neutron's one place is held by a long exchange; Octavia's is free.
+        let gate = Arc::new(Gate::new(RateLimit::unlimited(), AimdConfig::fixed(1), None));
         let t0 = Instant::now();
-        let permit = gate.enter(Service::Network).await.expect("gate");
+        let held = gate.enter(Service::Network, KIND).await.expect("gate");
         let neutron = {
             let gate = gate.clone();
-            tokio::spawn(async move { admitted(&gate, Service::Network, 2, t0).await })
+            tokio::spawn(async move { admitted(&gate, Service::Network, 1, t0).await })
         };
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        drop(permit);
-        // Octavia gets the slot at once: the Neutron calls waiting for tokens do not hold it.
-        let octavia = admitted(&gate, Service::LoadBalancer, 1, t0).await;
-        assert_eq!(octavia, vec![10]);
-        assert_eq!(neutron.await.expect("task"), vec![1000, 2000]);
+        assert_eq!(admitted(&gate, Service::LoadBalancer, 1, t0).await, vec![0]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(held);
+        assert_eq!(neutron.await.expect("task"), vec![300]);
     }
 }

@@ -1,8 +1,9 @@
 //! kuryr-openstack: everything kuryr-rs does to the cloud goes through this crate.
 //!
 //! - [`Cloud`]: one cheap-to-clone handle per project — authentication (clouds.yaml / `OS_*`: password,
-//!   application credential, token; noauth), one token bucket and one concurrency cap for every call, retry
-//!   classification with jittered backoff, per-op metrics.
+//!   application credential, token; noauth), per service an adaptive concurrency limit ([`adaptive`]) that
+//!   lets the oldest work go first ([`priority`]) and an optional rate ceiling, retry classification with
+//!   jittered backoff, per-op metrics.
 //! - [`neutron`]: networks, subnets, subnet pools, routers, ports (bulk create with tags), trunks,
 //!   security groups and rules, floating IPs, quotas, tags, extension discovery.
 //! - [`octavia`]: fully-populated LB create, batch member replace, per-object CRUD, cascade delete,
@@ -16,6 +17,8 @@
 //! It knows nothing of Kubernetes: ids in, OpenStack objects out. See docs/openstack-client.md.
 #![forbid(unsafe_code)]
 
+pub mod adaptive;
+mod admission;
 pub mod auth;
 pub mod batch;
 pub mod client;
@@ -26,6 +29,7 @@ mod gate;
 pub mod metrics;
 pub mod neutron;
 pub mod octavia;
+pub mod priority;
 pub mod ratelimit;
 pub mod retry;
 pub mod secret_files;
@@ -33,11 +37,13 @@ pub mod tagged;
 pub mod tags;
 pub mod waiter;
 
+pub use adaptive::AimdConfig;
 pub use auth::Endpoints;
 pub use client::{Cloud, Request, Response};
 pub use config::{AuthSource, ClientConfig};
 pub use errors::{ApiFailure, Error, Result, Service};
 pub use metrics::{CallObserver, CallRecord, Metrics, Snapshot};
+pub use priority::work_started;
 pub use ratelimit::RateLimit;
 pub use retry::{ErrorKind, RetryPolicy};
 pub use tags::Owner;

@@ -1,10 +1,13 @@
-//! Every call counted and timed by (op, outcome), plus retries, re-authentications and rate-limiter
-//! waits. A plain struct: the controller reads `snapshot()` and exports it (Prometheus lives there, not
+//! Every call counted and timed by (op, outcome), plus retries, re-authentications, rate-limiter waits,
+//! and each service's adaptive concurrency limit (where it stands and why it moved). A plain struct: the controller reads `snapshot()` and exports it (Prometheus lives there, not
 //! here). An optional [`CallObserver`] sees each call as it finishes, for histograms kept elsewhere.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use crate::adaptive::MoveReason;
+use crate::errors::Service;
 
 /// Upper bounds (seconds) of the latency buckets: sub-second resolution, since most calls are fast.
 pub const BUCKETS: [f64; 12] = [
@@ -65,6 +68,21 @@ pub struct Snapshot {
     pub reauths: u64,
     pub ratelimit_waits: u64,
     pub ratelimit_wait_total: Duration,
+    /// Per service (`neutron`, ...): the adaptive concurrency limit, calls in flight and calls queued, now.
+    pub admission: BTreeMap<String, AdmissionGauge>,
+    /// (service, reason) -> moves of the limit (`slow_start`, `increase`, `server_error`, `latency`, ...).
+    pub limit_moves: BTreeMap<(String, String), u64>,
+    /// Calls that queued for a place, and their total wait.
+    pub queue_waits: u64,
+    pub queue_wait_total: Duration,
+}
+
+/// One service's admission, now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdmissionGauge {
+    pub limit: usize,
+    pub in_flight: usize,
+    pub queued: usize,
 }
 
 impl Snapshot {
@@ -152,6 +170,24 @@ impl Metrics {
         let mut s = self.lock();
         s.ratelimit_waits += 1;
         s.ratelimit_wait_total += d;
+    }
+
+    pub fn set_admission(&self, service: Service, gauge: AdmissionGauge) {
+        self.lock().admission.insert(service.as_str().to_owned(), gauge);
+    }
+
+    pub fn record_limit_move(&self, service: Service, reason: MoveReason) {
+        *self
+            .lock()
+            .limit_moves
+            .entry((service.as_str().to_owned(), reason.as_str().to_owned()))
+            .or_default() += 1;
+    }
+
+    pub fn record_queue_wait(&self, d: Duration) {
+        let mut s = self.lock();
+        s.queue_waits += 1;
+        s.queue_wait_total += d;
     }
 
     pub fn snapshot(&self) -> Snapshot {

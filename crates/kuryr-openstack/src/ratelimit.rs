@@ -1,4 +1,5 @@
-//! A token bucket (QPS + burst); the client's gate keeps one per service. Waiters reserve
+//! A token bucket (QPS + burst): the optional rate ceiling the client's gate keeps per service (off by
+//! default; the adaptive concurrency limit is the everyday control). Waiters reserve
 //! their token up front (the bucket may go negative), so they are served in arrival order and a burst of
 //! callers spreads out at exactly `qps` instead of thundering after each refill.
 
@@ -16,10 +17,10 @@ pub struct RateLimit {
 }
 
 impl Default for RateLimit {
+    /// No ceiling. A fixed rate was the old control (20 QPS, burst 40): it made large syncs wait on the
+    /// client while the cloud idled; operators whose cloud needs a hard cap set one.
     fn default() -> Self {
-        // Upstream kuryr has no limiter; VPC resource controller uses 12 QPS / 18 burst against EC2.
-        // Neutron and Octavia on a small control plane are comfortable at this rate.
-        Self { qps: 20.0, burst: 40 }
+        Self::unlimited()
     }
 }
 

@@ -245,6 +245,76 @@ async fn rate_limiter_spaces_calls() {
     assert!(cloud.metrics().snapshot().ratelimit_waits >= 9);
 }
 
+/// A Neutron that suffers beyond 4 requests in flight (slower, then 503s): the client's limit comes down
+/// to what it takes and every call still succeeds; against the same Neutron, a client pinned at 64 in
+/// flight (upstream's flood, without a limit) gets refused.
+#[tokio::test]
+async fn the_concurrency_limit_backs_off_from_a_suffering_neutron() {
+    let mut profile = Profile {
+        seed: Some(5),
+        ..Profile::default()
+    };
+    profile.latency.default =
+        kuryr_cloudsim::profile::LatencySpec::Plain(kuryr_cloudsim::profile::Dist::Ms(40.0));
+    profile.load.neutron = Some(kuryr_cloudsim::load::LoadModel {
+        workers: 4,
+        error_per_excess: 0.05,
+        max_error_rate: 0.9,
+    });
+    let env = start(profile).await;
+    let calls = |cloud: Cloud| async move {
+        let calls: Vec<_> = (0..300)
+            .map(|_| {
+                let cloud = cloud.clone();
+                async move { networks::list(&cloud, Filter::new()).await }
+            })
+            .collect();
+        futures::future::join_all(calls).await
+    };
+    let adaptive = Cloud::connect(env.config("sim").with_concurrency(kuryr_openstack::AimdConfig {
+        initial: 32,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    for r in calls(adaptive.clone()).await {
+        r.unwrap();
+    }
+    let m = adaptive.metrics().snapshot();
+    let cuts: u64 = m
+        .limit_moves
+        .iter()
+        .filter(|((service, reason), _)| {
+            service == "neutron" && reason != "slow_start" && reason != "increase"
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(cuts > 0, "{:?}", m.limit_moves);
+    let limit = m.admission["neutron"].limit;
+    assert!(limit < 32, "the limit stayed at {limit}");
+    let adaptive_refused = m.count_outcome("neutron.networks.list", "5xx");
+
+    let flood = Cloud::connect(
+        env.config("sim")
+            .with_concurrency(kuryr_openstack::AimdConfig::fixed(64)),
+    )
+    .await
+    .unwrap();
+    let _ = calls(flood.clone()).await;
+    let flood_refused = flood
+        .metrics()
+        .snapshot()
+        .count_outcome("neutron.networks.list", "5xx");
+    eprintln!(
+        "300 lists: adaptive limit 32 -> {limit} ({:?}), 503s {adaptive_refused}; fixed 64: 503s {flood_refused}",
+        m.limit_moves
+    );
+    assert!(
+        flood_refused > adaptive_refused * 2,
+        "refused: adaptive {adaptive_refused}, flood {flood_refused}"
+    );
+}
+
 async fn bulk_tagged(env: &common::Env) -> (Cloud, Vec<ports::Port>, Vec<String>) {
     let cloud = env.cloud("sim").await;
     let (net, sub) = net_and_subnet(&cloud, "10.2.0.0/24").await;

@@ -73,12 +73,16 @@ impl PortBook {
     }
 
     /// Starts the pod's wiring clock (the Pod front end sees it first; the KuryrPort controller after a
-    /// restart).
-    pub fn first_seen(&self, pod_uid: &Uid) {
-        lock(&self.wiring).entry(pod_uid.clone()).or_insert(Wiring {
-            since: Instant::now(),
-            polls: 0,
-        });
+    /// restart); when it started. It is also the rank of the pod's cloud calls: the pods begun first are
+    /// finished first ([`kuryr_openstack::work_started`]).
+    pub fn first_seen(&self, pod_uid: &Uid) -> Instant {
+        lock(&self.wiring)
+            .entry(pod_uid.clone())
+            .or_insert(Wiring {
+                since: Instant::now(),
+                polls: 0,
+            })
+            .since
     }
 
     /// The port went ACTIVE: how long since the pod was first seen (once per pod).

@@ -45,7 +45,12 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
     let uid = Uid::of(kp.as_ref());
     let result = finalizer(&api, finalizers::KURYRPORT, kp.clone(), |event| async {
         match event {
-            Finalizer::Apply(kp) => apply(&kp, &ctx).await,
+            Finalizer::Apply(kp) => {
+                // The pod's calls rank by when it was first seen: the oldest pods of a burst are
+                // finished before the first calls of the newest (docs/openstack-client.md).
+                let began = ctx.book.first_seen(&pod_uid(&kp));
+                kuryr_openstack::work_started(began.into(), apply(&kp, &ctx)).await
+            }
             Finalizer::Cleanup(kp) => cleanup(&kp, &ctx).await,
         }
     })

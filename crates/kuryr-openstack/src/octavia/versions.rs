@@ -160,7 +160,9 @@ pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
     let op = "octavia.versions";
     // Outside the versioned root, so not through `execute`, but through the same gate and metrics.
     let gate = cloud.gate();
-    let permit = gate.enter(Service::LoadBalancer).await?;
+    let pass = gate
+        .enter(Service::LoadBalancer, crate::adaptive::CallKind::new(op, 0))
+        .await?;
     let start = std::time::Instant::now();
     let sent = async {
         let resp = cloud
@@ -173,7 +175,7 @@ pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
         Ok::<_, reqwest::Error>((status, resp.bytes().await?))
     }
     .await;
-    drop(permit);
+    drop(pass);
     gate.record(
         op,
         "GET",

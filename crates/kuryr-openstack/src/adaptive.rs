@@ -1,0 +1,297 @@
+//! How many calls one OpenStack service gets at once, found from its answers (AIMD, as TCP does): the limit
+//! grows while the service answers as fast as when it was idle, and is cut multiplicatively when it shows
+//! distress — 5xx, 429, timeouts, IPAM 409s, or latency beyond `tolerance` × its unloaded baseline.
+//! Pure state: the caller feeds one [`Sample`] per finished call and reads [`Aimd::limit`]; no clock of its
+//! own, so every rule is unit-tested with made-up instants. Why AIMD and not a gradient limit:
+//! docs/openstack-client.md, "Adaptive concurrency".
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::retry::{ErrorKind, Outcome, TransportKind};
+
+/// The knobs; the defaults suit a small control plane and are what the controller uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AimdConfig {
+    /// The limit a new client starts from (it grows by one per call answered quickly until the first cut).
+    pub initial: usize,
+    /// Never fewer calls in flight than this, however badly the service does.
+    pub min: usize,
+    /// The operator's ceiling (`--openstack-max-concurrency`): the limit never grows past it.
+    pub max: usize,
+    /// A call slower than `tolerance` × the fastest recent call of its kind counts as distress.
+    pub tolerance: f64,
+    /// The cut on an error (5xx, 429, timeout, IPAM conflict).
+    pub error_backoff: f64,
+    /// The gentler cut on latency alone.
+    pub latency_backoff: f64,
+    /// How long the fastest call of a kind stays the baseline: a service whose idle speed really changed
+    /// (a new node, a bigger database) is re-learned after this long.
+    pub baseline_window: Duration,
+}
+
+impl Default for AimdConfig {
+    fn default() -> Self {
+        Self {
+            initial: 8,
+            min: 1,
+            max: 64,
+            tolerance: 2.0,
+            error_backoff: 0.5,
+            latency_backoff: 0.8,
+            baseline_window: Duration::from_secs(60),
+        }
+    }
+}
+
+impl AimdConfig {
+    /// A fixed limit of `n` (no adaptation): what the tests of other parts use to make the gate predictable.
+    pub fn fixed(n: usize) -> Self {
+        let n = n.max(1);
+        Self {
+            initial: n,
+            min: n,
+            max: n,
+            ..Self::default()
+        }
+    }
+}
+
+/// What kind of distress made the limit go down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Distress {
+    ServerError,
+    TooManyRequests,
+    Timeout,
+    IpamConflict,
+    Latency,
+}
+
+/// How one finished call bears on the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Answered (any status the service gave on purpose: 2xx, 404, 409 conflict, 400, ...): its latency counts.
+    Answered,
+    Distress(Distress),
+    /// Says nothing about load (connection refused: the service is down, not busy).
+    Neutral,
+}
+
+impl Verdict {
+    /// From what came back.
+    pub fn of(outcome: &Outcome<'_>) -> Self {
+        match *outcome {
+            Outcome::Transport(TransportKind::Timeout) => Verdict::Distress(Distress::Timeout),
+            Outcome::Transport(_) => Verdict::Neutral,
+            Outcome::Response { status, body } => match status {
+                429 => Verdict::Distress(Distress::TooManyRequests),
+                501 => Verdict::Answered,
+                500..=599 => Verdict::Distress(Distress::ServerError),
+                409 if crate::retry::error_kind(status, body) == ErrorKind::IpamConflict => {
+                    Verdict::Distress(Distress::IpamConflict)
+                }
+                _ => Verdict::Answered,
+            },
+        }
+    }
+}
+
+/// Why the limit moved (a metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MoveReason {
+    /// Growing by one per quick answer, before the first cut.
+    SlowStart,
+    /// Growing by one per limit's worth of quick answers.
+    Increase,
+    Cut(Distress),
+}
+
+impl MoveReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveReason::SlowStart => "slow_start",
+            MoveReason::Increase => "increase",
+            MoveReason::Cut(Distress::ServerError) => "server_error",
+            MoveReason::Cut(Distress::TooManyRequests) => "too_many_requests",
+            MoveReason::Cut(Distress::Timeout) => "timeout",
+            MoveReason::Cut(Distress::IpamConflict) => "ipam_conflict",
+            MoveReason::Cut(Distress::Latency) => "latency",
+        }
+    }
+}
+
+/// A change of the whole-number limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    pub from: usize,
+    pub to: usize,
+    pub reason: MoveReason,
+}
+
+/// Calls of one kind, for the latency baseline: the op and the request body's size class (a 50-port bulk
+/// create is not slow because a 1-port one was fast).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallKind {
+    pub op: &'static str,
+    pub size_class: u8,
+}
+
+impl CallKind {
+    pub fn new(op: &'static str, body_len: usize) -> Self {
+        // 0: no body or under 4 KiB, then one class per doubling.
+        let size_class = (body_len / 4096 + 1).ilog2() as u8;
+        Self { op, size_class }
+    }
+}
+
+/// One finished call.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub kind: CallKind,
+    /// When the call was let through (after any wait for a slot).
+    pub started: Instant,
+    pub latency: Duration,
+    /// Calls in flight when this one was let through, itself included.
+    pub in_flight: usize,
+    pub verdict: Verdict,
+}
+
+/// The fastest latency of a kind over the last one or two windows (two buckets, so it forgets smoothly).
+#[derive(Debug, Clone, Copy)]
+struct Baseline {
+    current: Duration,
+    previous: Option<Duration>,
+    window_start: Instant,
+    samples: u32,
+}
+
+impl Baseline {
+    fn new(latency: Duration, now: Instant) -> Self {
+        Self {
+            current: latency,
+            previous: None,
+            window_start: now,
+            samples: 1,
+        }
+    }
+
+    fn add(&mut self, latency: Duration, now: Instant, window: Duration) {
+        if now.saturating_duration_since(self.window_start) >= window {
+            self.previous = Some(self.current);
+            self.current = latency;
+            self.window_start = now;
+        } else {
+            self.current = self.current.min(latency);
+        }
+        self.samples = self.samples.saturating_add(1);
+    }
+
+    fn fastest(&self) -> Duration {
+        self.previous.map_or(self.current, |p| p.min(self.current))
+    }
+}
+
+/// Samples of a kind needed before its latency is judged (the first answers of a cold service are noise).
+const JUDGED_AFTER: u32 = 3;
+/// Latencies under this are never distress, whatever the ratio (a 2 ms GET taking 5 ms is not overload).
+const LATENCY_FLOOR: Duration = Duration::from_millis(20);
+
+#[derive(Debug)]
+pub struct Aimd {
+    config: AimdConfig,
+    limit: f64,
+    slow_start: bool,
+    /// Calls let through before the last cut were already in flight when it was made: their distress was
+    /// answered by it (one cut per round trip, as TCP).
+    last_cut: Option<Instant>,
+    baselines: HashMap<CallKind, Baseline>,
+}
+
+impl Aimd {
+    pub fn new(config: AimdConfig) -> Self {
+        let max = config.max.max(1);
+        let min = config.min.clamp(1, max);
+        let config = AimdConfig { min, max, ..config };
+        Self {
+            limit: config.initial.clamp(min, max) as f64,
+            slow_start: true,
+            last_cut: None,
+            baselines: HashMap::new(),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &AimdConfig {
+        &self.config
+    }
+
+    /// Calls allowed in flight now.
+    pub fn limit(&self) -> usize {
+        (self.limit.floor() as usize).clamp(self.config.min, self.config.max)
+    }
+
+    /// Learns from one finished call; says if the whole-number limit moved.
+    pub fn on_sample(&mut self, s: &Sample, now: Instant) -> Option<Move> {
+        let from = self.limit();
+        let distress = match s.verdict {
+            Verdict::Neutral => return None,
+            Verdict::Distress(d) => Some(d),
+            Verdict::Answered => self.judge_latency(s, now),
+        };
+        let reason = match distress {
+            Some(d) => {
+                if self.last_cut.is_some_and(|cut| s.started < cut) {
+                    return None;
+                }
+                let factor = match d {
+                    Distress::Latency => self.config.latency_backoff,
+                    _ => self.config.error_backoff,
+                };
+                self.limit = (self.limit * factor).max(self.config.min as f64);
+                self.last_cut = Some(now);
+                self.slow_start = false;
+                MoveReason::Cut(d)
+            }
+            None => {
+                // Only a limit that held calls back is worth raising: growing it while half of it is unused
+                // would leave a huge limit to be cut the day the load comes.
+                if s.in_flight < from {
+                    return None;
+                }
+                let max = self.config.max as f64;
+                if self.slow_start {
+                    self.limit = (self.limit + 1.0).min(max);
+                    MoveReason::SlowStart
+                } else {
+                    self.limit = (self.limit + 1.0 / self.limit).min(max);
+                    MoveReason::Increase
+                }
+            }
+        };
+        let to = self.limit();
+        (to != from).then_some(Move { from, to, reason })
+    }
+
+    /// Adds the answer's latency to its kind's baseline; distress if it is `tolerance` times the baseline.
+    fn judge_latency(&mut self, s: &Sample, now: Instant) -> Option<Distress> {
+        let window = self.config.baseline_window;
+        let b = match self.baselines.get_mut(&s.kind) {
+            Some(b) => b,
+            None => {
+                self.baselines.insert(s.kind, Baseline::new(s.latency, now));
+                return None;
+            }
+        };
+        let judged = b.samples >= JUDGED_AFTER;
+        let fastest = b.fastest();
+        b.add(s.latency, now, window);
+        let slow = s.latency > LATENCY_FLOOR
+            && s.latency.as_secs_f64() > fastest.as_secs_f64() * self.config.tolerance;
+        (judged && slow).then_some(Distress::Latency)
+    }
+}
+
+#[cfg(test)]
+mod tests;
