@@ -5,7 +5,8 @@
 # and the shared libraries of all three (same glibc as the host), and the kernel modules listed in the cache.
 # /init loads the modules, runs EXE with ARGS and the environment in $QEMU_RUN_ENV (space-separated K=V), prints
 # "GUEST-EXIT: <rc>" and powers off. Console output goes to stdout; the exit status is EXE's.
-# Software emulation (TCG): /dev/kvm exists on these machines but nested KVM hangs. QEMU_RUN_TIMEOUT (s, 300).
+# Software emulation (TCG): /dev/kvm on these machines is PVM (kvm-pvm), which runs only PVM-built guest
+# kernels; Debian's stock kernel hangs under it (docs/lab.md). QEMU_RUN_TIMEOUT (s, 300).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 [ $# -ge 1 ] || die "usage: qemu-run.sh EXE [ARGS...]"
