@@ -42,6 +42,25 @@ struct PoolParts {
     health_monitor: Option<ObservedHm>,
 }
 
+impl PoolParts {
+    /// A pool as a read or a list answered it.
+    fn read(
+        p: pools::Pool,
+        members: BTreeMap<MemberKey, String>,
+        health_monitor: Option<ObservedHm>,
+    ) -> Self {
+        Self {
+            id: p.id,
+            name: p.name,
+            lb_algorithm: p.lb_algorithm,
+            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
+            listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
+            members,
+            health_monitor,
+        }
+    }
+}
+
 fn observed_hm(h: HealthMonitor) -> ObservedHm {
     ObservedHm {
         id: h.id,
@@ -165,15 +184,7 @@ pub async fn observe(cloud: &Cloud, lb: &LoadBalancer, tree: &StatusTree) -> Res
             },
             _ => None,
         };
-        parts.push(PoolParts {
-            id: p.id,
-            name: p.name,
-            lb_algorithm: p.lb_algorithm,
-            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
-            listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
-            members,
-            health_monitor,
-        });
+        parts.push(PoolParts::read(p, members, health_monitor));
     }
     Ok(assemble(lb, found, parts))
 }
@@ -201,15 +212,7 @@ pub fn observed_from_lists(
             Some(id) => Some(observed_hm(monitors.get(id)?.clone())),
             None => None,
         };
-        parts.push(PoolParts {
-            id: p.id,
-            name: p.name,
-            lb_algorithm: p.lb_algorithm,
-            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
-            listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
-            members: BTreeMap::new(),
-            health_monitor,
-        });
+        parts.push(PoolParts::read(p, BTreeMap::new(), health_monitor));
     }
     Some(assemble(lb, listeners, parts))
 }

@@ -110,16 +110,21 @@ pub(crate) async fn lb_harness_with(cloud: &TestCloud, tweak: impl FnOnce(&mut S
 }
 
 fn service(type_: &str) -> Service {
+    named_service("web", type_, CLUSTER_IP)
+}
+
+/// Service `name` of `type_` at clusterIP `ip`, one TCP port 80 → 8080.
+pub(crate) fn named_service(name: &str, type_: &str, ip: &str) -> Service {
     Service {
         metadata: ObjectMeta {
-            name: Some("web".into()),
+            name: Some(name.into()),
             namespace: Some(NS.into()),
             ..ObjectMeta::default()
         },
         spec: Some(ServiceSpec {
             type_: Some(type_.into()),
-            cluster_ip: Some(CLUSTER_IP.into()),
-            selector: Some(BTreeMap::from([("app".into(), "web".into())])),
+            cluster_ip: Some(ip.into()),
+            selector: Some(BTreeMap::from([("app".into(), name.into())])),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: 80,
@@ -134,11 +139,16 @@ fn service(type_: &str) -> Service {
 }
 
 fn slice(ips: &[&str]) -> EndpointSlice {
+    named_slice("web", ips)
+}
+
+/// The EndpointSlice of Service `name`: ready pods at `ips`, port 8080.
+pub(crate) fn named_slice(name: &str, ips: &[&str]) -> EndpointSlice {
     EndpointSlice {
         metadata: ObjectMeta {
-            name: Some("web-abcde".into()),
+            name: Some(format!("{name}-abcde")),
             namespace: Some(NS.into()),
-            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), "web".into())])),
+            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), name.into())])),
             ..ObjectMeta::default()
         },
         address_type: "IPv4".into(),
@@ -152,7 +162,7 @@ fn slice(ips: &[&str]) -> EndpointSlice {
                 }),
                 target_ref: Some(ObjectReference {
                     kind: Some("Pod".into()),
-                    name: Some(format!("web-{ip}")),
+                    name: Some(format!("{name}-{ip}")),
                     namespace: Some(NS.into()),
                     ..ObjectReference::default()
                 }),

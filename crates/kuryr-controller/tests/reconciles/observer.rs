@@ -9,19 +9,16 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::runtime::watcher;
 use kuryr_api::conditions::{is_condition_true, READY};
-use kuryr_api::k8s_openapi::api::core::v1::{ObjectReference, ServicePort, ServiceSpec};
-use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
-use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kuryr_api::{KuryrLoadBalancer, ObjectMeta, Service};
+use kuryr_api::{KuryrLoadBalancer, Service};
 use kuryr_cloudsim::Profile;
 use kuryr_controller::loadbalancers::{self, observer};
-use kuryr_controller::services::{frontend, SERVICE_NAME_LABEL};
+use kuryr_controller::services::frontend;
 use kuryr_core::lb::WakeReason;
 use kuryr_openstack::octavia::{listeners, members};
 
 use crate::apiserver;
 use crate::harness::{TestCloud, NS};
-use crate::loadbalancer::{lb_harness_with, Lb};
+use crate::loadbalancer::{lb_harness_with, named_service, named_slice, Lb};
 
 /// The list calls one tick makes when no pool has a health monitor: load balancers, listeners, pools.
 const LISTS_PER_TICK: usize = 3;
@@ -33,61 +30,9 @@ fn klb_path(name: &str) -> String {
 /// Service `name` at clusterIP `ip` with one port and endpoints `ips`, through the front end.
 async fn service(lb: &mut Lb, name: &str, ip: &str, ips: &[&str]) {
     let path = apiserver::path("v1", NS, "services", name);
-    let svc = Service {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".into()),
-            cluster_ip: Some(ip.into()),
-            selector: Some(BTreeMap::from([("app".into(), name.into())])),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: 80,
-                protocol: Some("TCP".into()),
-                target_port: Some(IntOrString::Int(8080)),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        ..Service::default()
-    };
-    let stored = lb.api.put(&path, &svc);
-    let slice = EndpointSlice {
-        metadata: ObjectMeta {
-            name: Some(format!("{name}-abcde")),
-            namespace: Some(NS.into()),
-            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), name.into())])),
-            ..ObjectMeta::default()
-        },
-        address_type: "IPv4".into(),
-        endpoints: ips
-            .iter()
-            .map(|ip| Endpoint {
-                addresses: vec![(*ip).into()],
-                conditions: Some(EndpointConditions {
-                    ready: Some(true),
-                    ..EndpointConditions::default()
-                }),
-                target_ref: Some(ObjectReference {
-                    kind: Some("Pod".into()),
-                    name: Some(format!("{name}-{ip}")),
-                    namespace: Some(NS.into()),
-                    ..ObjectReference::default()
-                }),
-                ..Endpoint::default()
-            })
-            .collect(),
-        ports: Some(vec![EndpointPort {
-            name: Some("http".into()),
-            port: Some(8080),
-            protocol: Some("TCP".into()),
-            ..EndpointPort::default()
-        }]),
-    };
-    lb.slices.apply_watcher_event(&watcher::Event::Apply(slice));
+    let stored = lb.api.put(&path, &named_service(name, "ClusterIP", ip));
+    lb.slices
+        .apply_watcher_event(&watcher::Event::Apply(named_slice(name, ips)));
     let svc: Service = serde_json::from_value(stored).unwrap();
     frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
 }
@@ -233,4 +178,46 @@ async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_obs
         "repaired in place"
     );
     assert!(cloud.calls("octavia.listeners.create") + cloud.calls("octavia.pools.create") >= 1);
+}
+
+/// Octavia reads in one idle minute (every load balancer Ready, nothing changing) with `n` Services: the
+/// observer's ticks at the default drift interval; no reconcile reads its own load balancer.
+async fn idle_reads_per_minute(n: usize) -> usize {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_with(&cloud, |_| {}).await;
+    observer::tick(&lb.ctx).await.unwrap();
+    for i in 0..n {
+        let name = format!("svc{i}");
+        let ip = format!("10.96.{}.{}", 1 + i / 250, 1 + i % 250);
+        service(&mut lb, &name, &ip, &["10.10.0.50"]).await;
+        // As the controller runs it: a round, then whenever a listing wakes it.
+        let mut k = round(&mut lb, &name).await;
+        while !ready(&k) {
+            observer::tick(&lb.ctx).await.unwrap();
+            k = round(&mut lb, &name).await;
+        }
+    }
+    // The listing that sees them all settled.
+    observer::tick(&lb.ctx).await.unwrap();
+    cloud.sim.clear_calls();
+    let interval = lb.ctx.config.drift_interval;
+    let ticks = (Duration::from_secs(60).as_millis() / interval.as_millis().max(1)) as usize;
+    for _ in 0..ticks {
+        assert!(observer::tick(&lb.ctx).await.unwrap().is_empty());
+        // Every KuryrLoadBalancer reconciled again (a resync): none is due, none reads.
+        for i in 0..n {
+            round(&mut lb, &format!("svc{i}")).await;
+        }
+    }
+    let reads = cloud.sim.calls_matching("octavia.*").len();
+    eprintln!("{n} Services idle: {reads} Octavia reads per minute ({ticks} ticks of {interval:?})");
+    reads
+}
+
+#[tokio::test]
+async fn idle_octavia_reads_per_minute_do_not_grow_with_the_number_of_services() {
+    let ten = idle_reads_per_minute(10).await;
+    let two_hundred = idle_reads_per_minute(200).await;
+    assert_eq!(ten, two_hundred);
+    assert_eq!(ten, 4 * LISTS_PER_TICK, "4 ticks a minute at the default 15 s");
 }
