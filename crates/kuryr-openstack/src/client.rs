@@ -403,7 +403,7 @@ impl Cloud {
                 .execute(Request::new(service, op, Method::GET, path).query(query.clone()))
                 .await?;
             let body = resp.json(service, op)?;
-            let next = next_page_query(&body, key);
+            let next = next_page_query(&body, key, &query);
             let page: Vec<T> = take(body, key, service, op)?;
             let empty = page.is_empty();
             out.extend(page);
@@ -465,7 +465,7 @@ impl Cloud {
 const MAX_PAGES: usize = 1000;
 
 /// The query of the `next` link in `<key>_links`, if any.
-fn next_page_query(body: &Value, key: &str) -> Option<Vec<(String, String)>> {
+fn next_page_query(body: &Value, key: &str, asked: &[(String, String)]) -> Option<Vec<(String, String)>> {
     let links = body.get(format!("{key}_links"))?.as_array()?;
     let href = links
         .iter()
@@ -473,12 +473,20 @@ fn next_page_query(body: &Value, key: &str) -> Option<Vec<(String, String)>> {
         .get("href")?
         .as_str()?;
     let url = Url::parse(href).ok()?;
-    Some(
+    // Octavia's link keeps `limit` and the marker but drops the filters (following it as written lists
+    // the whole project): the next page is the filters asked for plus the link's paging.
+    let paging = |k: &str| PAGING_KEYS.contains(&k);
+    let mut next: Vec<(String, String)> = asked.iter().filter(|(k, _)| !paging(k)).cloned().collect();
+    next.extend(
         url.query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect(),
-    )
+            .filter(|(k, _)| paging(k))
+            .map(|(k, v)| (k.into_owned(), v.into_owned())),
+    );
+    Some(next)
 }
+
+/// The query keys of paging (Neutron's and Octavia's), as opposed to filters.
+const PAGING_KEYS: [&str; 3] = ["limit", "marker", "page_reverse"];
 
 /// `{key: body}`.
 pub(crate) fn wrap<B: Serialize>(key: &str, body: &B, service: Service, op: &'static str) -> Result<Value> {
@@ -593,11 +601,28 @@ mod tests {
         let body = json!({"loadbalancers": [], "loadbalancers_links": [
             {"rel": "previous", "href": "http://h/v2/lbaas/loadbalancers?marker=a&page_reverse=True"},
             {"rel": "next", "href": "http://h/v2/lbaas/loadbalancers?limit=2&marker=b"}]});
+        let asked = vec![("tags".to_owned(), "kuryr.cluster=c1".to_owned())];
         assert_eq!(
-            next_page_query(&body, "loadbalancers"),
-            Some(vec![("limit".into(), "2".into()), ("marker".into(), "b".into())])
+            next_page_query(&body, "loadbalancers", &asked),
+            Some(vec![
+                ("tags".into(), "kuryr.cluster=c1".into()),
+                ("limit".into(), "2".into()),
+                ("marker".into(), "b".into())
+            ])
         );
-        assert_eq!(next_page_query(&json!({"ports": []}), "ports"), None);
+        // Page 3: the marker of page 2's link replaces page 1's.
+        let page2 = next_page_query(&body, "loadbalancers", &asked).unwrap_or_default();
+        let body = json!({"loadbalancers_links": [
+            {"rel": "next", "href": "http://h/v2/lbaas/loadbalancers?limit=2&marker=c"}]});
+        assert_eq!(
+            next_page_query(&body, "loadbalancers", &page2),
+            Some(vec![
+                ("tags".into(), "kuryr.cluster=c1".into()),
+                ("limit".into(), "2".into()),
+                ("marker".into(), "c".into())
+            ])
+        );
+        assert_eq!(next_page_query(&json!({"ports": []}), "ports", &asked), None);
     }
 
     #[test]
