@@ -49,7 +49,9 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
                 // The pod's calls rank by when it was first seen: the oldest pods of a burst are
                 // finished before the first calls of the newest (docs/openstack-client.md).
                 let began = ctx.book.first_seen(&pod_uid(&kp));
-                kuryr_openstack::work_started(began.into(), apply(&kp, &ctx)).await
+                // Boxed: the scope would otherwise hold the whole (large) apply future inline, and a debug
+                // build copies it through each layer on the stack (a test thread's 2 MiB overflowed).
+                kuryr_openstack::work_started(began.into(), Box::pin(apply(&kp, &ctx))).await
             }
             Finalizer::Cleanup(kp) => cleanup(&kp, &ctx).await,
         }
