@@ -173,7 +173,14 @@ impl Metrics {
     }
 
     pub fn set_admission(&self, service: Service, gauge: AdmissionGauge) {
-        self.lock().admission.insert(service.as_str().to_owned(), gauge);
+        // Called on every call's entry and exit: update in place, allocate the key only the first time.
+        let mut s = self.lock();
+        match s.admission.get_mut(service.as_str()) {
+            Some(g) => *g = gauge,
+            None => {
+                s.admission.insert(service.as_str().to_owned(), gauge);
+            }
+        }
     }
 
     pub fn record_limit_move(&self, service: Service, reason: MoveReason) {
