@@ -89,11 +89,11 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     if let Some(wait) = not_due {
         return Ok(Action::requeue(wait));
     }
-    ctx.schedule().look_now(uid.as_str());
+    let start = ctx.schedule().start_round(uid.as_str());
     let next = run(api, klb, ctx, uid.clone()).await?;
     if let Some(rv) = next.written.or(rv) {
         ctx.schedule()
-            .due_in(uid.as_str(), rv, generation, next.after, Instant::now());
+            .due_in(uid.as_str(), start, rv, generation, next.after, Instant::now());
     }
     Ok(Action::requeue(next.after))
 }

@@ -14,6 +14,7 @@ use kuryr_api::KuryrLoadBalancer;
 use kuryr_core::lb::{IndexConfig, LbIndex, ObservedLb, Wake, WakeReason};
 use kuryr_openstack::octavia::cluster;
 use kuryr_openstack::Owner;
+use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::sightings;
@@ -42,6 +43,10 @@ pub struct Observer {
     /// Per load balancer id: its tree as the last listing showed it.
     observed: Mutex<HashMap<String, ObservedLb>>,
     wake: Mutex<Option<UnboundedSender<ObjectRef<KuryrLoadBalancer>>>>,
+    /// A reconcile began waiting: the observer may be in an idle sleep of a whole drift interval.
+    waiting: Notify,
+    /// The first look after a wait begins.
+    poll_min: std::time::Duration,
 }
 
 impl Observer {
@@ -50,6 +55,8 @@ impl Observer {
             index: Mutex::new(LbIndex::new(config)),
             observed: Mutex::new(HashMap::new()),
             wake: Mutex::new(None),
+            waiting: Notify::new(),
+            poll_min: config.poll_min,
         }
     }
 
@@ -63,6 +70,13 @@ impl Observer {
     /// The index; never hold the guard across an await.
     pub fn index(&self) -> MutexGuard<'_, LbIndex<LbKey>> {
         lock(&self.index)
+    }
+
+    /// `key`'s reconcile waits for `lb_id` to settle (after its own write: `wrote`); the observer's next
+    /// listing comes within the first poll, even if it was sleeping a whole drift interval.
+    pub fn await_settle(&self, lb_id: &str, key: LbKey, wrote: bool) {
+        self.index().await_settle(lb_id, key, wrote, Instant::now());
+        self.waiting.notify_one();
     }
 
     /// Whether ticks run: reconciles then wait to be woken instead of polling.
@@ -90,8 +104,8 @@ pub async fn tick(ctx: &LbContext) -> Result<Vec<Wake<LbKey>>> {
         debug!(lb_id = w.lb_id, reason = ?w.reason, "waking the load balancer's reconcile");
         {
             let mut schedule = ctx.schedule();
-            // Due now, whatever the last round said.
-            schedule.look_now(&w.key.uid);
+            // Due now, whatever the last round said (or the one running will say).
+            schedule.wake(&w.key.uid);
             if w.reason == WakeReason::Strays {
                 schedule.want_sweep(&w.key.uid);
             }
@@ -114,10 +128,17 @@ pub async fn run(ctx: Arc<LbContext>, shutdown: impl std::future::Future<Output 
                 "listing the cluster's load balancers failed"
             );
         }
-        let next = ctx.observer.index().next_tick();
-        tokio::select! {
-            _ = &mut shutdown => return,
-            _ = tokio::time::sleep(next) => {}
+        let mut due = tokio::time::Instant::now() + ctx.observer.index().next_tick();
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tokio::time::sleep_until(due) => break,
+                // Without this, a write made during an idle sleep waited out the drift interval (15 s
+                // per member write of a 100-port Service).
+                _ = ctx.observer.waiting.notified() => {
+                    due = due.min(tokio::time::Instant::now() + ctx.observer.poll_min);
+                }
+            }
         }
     }
 }

@@ -85,9 +85,7 @@ impl Round<'_> {
     /// before the observer has listed anything, it is the poll `poll`.
     pub fn pending_look(&self, lb_id: &str, wrote: bool, poll: Duration, left: Duration) -> Duration {
         let observer = &self.ctx.observer;
-        observer
-            .index()
-            .await_settle(lb_id, self.key(), wrote, Instant::now());
+        observer.await_settle(lb_id, self.key(), wrote);
         if observer.observing() {
             left.max(poll)
         } else {

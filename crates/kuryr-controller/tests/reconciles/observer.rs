@@ -140,6 +140,9 @@ async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_obs
     service(&mut lb, "web", "10.96.0.10", &["10.10.0.50", "10.10.0.51"]).await;
     let mut k = round(&mut lb, "web").await;
     while !ready(&k) {
+        // A round that is not due does no I/O: without a pause this loop never lets the observer run
+        // (one thread), and the build waited for the stuck check, minutes away.
+        tokio::time::sleep(Duration::from_millis(20)).await;
         k = round(&mut lb, "web").await;
     }
     let st = k.status.clone().unwrap();
@@ -178,6 +181,41 @@ async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_obs
         "repaired in place"
     );
     assert!(cloud.calls("octavia.listeners.create") + cloud.calls("octavia.pools.create") >= 1);
+}
+
+/// A wait begun while the observer sleeps its idle tick (here an hour): the observer looks within the
+/// first poll instead, and wakes the reconcile when the load balancer has settled. Before, every write
+/// made during an idle sleep waited out the drift interval.
+#[tokio::test]
+async fn a_wait_begun_during_an_idle_sleep_is_looked_at_at_once() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_with(&cloud, |c| {
+        c.drift_interval = Duration::from_secs(3600);
+        c.poll_min = Duration::from_millis(20);
+    })
+    .await;
+    let mut wakes = lb.ctx.observer.wakes();
+    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    // The first (empty) listing is done and the observer sleeps its hour: nothing waits yet.
+    while !lb.ctx.observer.observing() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    service(&mut lb, "web", "10.96.0.10", &["10.10.0.50"]).await;
+    let mut k = round(&mut lb, "web").await;
+    let mut rounds = 0;
+    while !ready(&k) {
+        rounds += 1;
+        assert!(rounds < 20, "not Ready after {rounds} wakes: {:?}", k.status);
+        if k.status.as_ref().is_some_and(|s| s.loadbalancer.is_some()) {
+            let woken = tokio::time::timeout(Duration::from_secs(60), wakes.next())
+                .await
+                .expect("a wait begun during the idle hour is looked at before it ends")
+                .expect("wake stream open");
+            assert_eq!(woken.name, "web");
+        }
+        k = round(&mut lb, "web").await;
+    }
 }
 
 /// Octavia reads in one idle minute (every load balancer Ready, nothing changing) with `n` Services: the

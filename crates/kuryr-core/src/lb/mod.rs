@@ -47,5 +47,5 @@ pub use model::{
     ObservedListener, ObservedPool, Problem,
 };
 pub use plan::{create_op, plan, Op};
-pub use schedule::{Schedule, ScheduleConfig};
+pub use schedule::{RoundStart, Schedule, ScheduleConfig};
 pub use service::{service_spec, Skip, SpecDefaults};

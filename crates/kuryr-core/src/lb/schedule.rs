@@ -33,6 +33,8 @@ pub struct Schedule {
     in_flight: HashMap<String, usize>,
     bursts: HashMap<String, Burst>,
     looks: HashMap<String, Look>,
+    /// Wakes from the observer so far: a round compares the count at its end with its start.
+    wakes: HashMap<String, u64>,
     /// When the object's tagged load balancers were last listed.
     listed: HashMap<String, Instant>,
     /// Objects with (possibly) stray load balancers to delete.
@@ -53,6 +55,12 @@ struct Burst {
     applied: Option<i64>,
 }
 
+/// What a round remembers of its start for [`Schedule::due_in`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundStart {
+    wakes: u64,
+}
+
 /// The object as the last round left it: the resourceVersion of its status write (or of the object it
 /// read) and the spec generation it acted on. The two differ in time when the spec changed while the
 /// round ran: the status write then answers with the newer generation, which the round never saw.
@@ -71,6 +79,7 @@ impl Schedule {
             in_flight: HashMap::new(),
             bursts: HashMap::new(),
             looks: HashMap::new(),
+            wakes: HashMap::new(),
             listed: HashMap::new(),
             sweep_wanted: HashSet::new(),
             abandoned: HashSet::new(),
@@ -160,15 +169,22 @@ impl Schedule {
         Some(look.due.saturating_duration_since(now)).filter(|d| !d.is_zero())
     }
 
-    /// The round acted on `generation` and left `uid` at `resource_version`; the next look is due `after`.
+    /// The round begun at `start` acted on `generation` and left `uid` at `resource_version`; the next
+    /// look is due `after`, unless a wake came while the round ran (what woke it may be newer than what
+    /// the round saw: the wake's own reconcile must look).
     pub fn due_in(
         &mut self,
         uid: &str,
+        start: RoundStart,
         resource_version: String,
         generation: Option<i64>,
         after: Duration,
         now: Instant,
     ) {
+        if self.wake_count(uid) != start.wakes {
+            self.looks.remove(uid);
+            return;
+        }
         let look = Look {
             resource_version,
             generation,
@@ -177,9 +193,23 @@ impl Schedule {
         self.looks.insert(uid.to_owned(), look);
     }
 
-    /// A round starts: whatever it leaves decides the next look.
-    pub fn look_now(&mut self, uid: &str) {
+    /// A round starts: whatever it leaves decides the next look (give the mark to [`Self::due_in`]).
+    pub fn start_round(&mut self, uid: &str) -> RoundStart {
         self.looks.remove(uid);
+        RoundStart {
+            wakes: self.wake_count(uid),
+        }
+    }
+
+    /// The observer saw something for `uid`: its next round is due now, even if one is running (that one
+    /// may have read the load balancer before the change).
+    pub fn wake(&mut self, uid: &str) {
+        self.looks.remove(uid);
+        *self.wakes.entry(uid.to_owned()).or_default() += 1;
+    }
+
+    fn wake_count(&self, uid: &str) -> u64 {
+        self.wakes.get(uid).copied().unwrap_or(0)
     }
 
     // === stray load balancers ===
@@ -263,6 +293,7 @@ impl Schedule {
         self.in_flight.remove(uid);
         self.bursts.remove(uid);
         self.looks.remove(uid);
+        self.wakes.remove(uid);
         self.listed.remove(uid);
         self.sweep_wanted.remove(uid);
     }
@@ -344,18 +375,36 @@ mod tests {
     fn the_echo_of_our_own_status_write_is_not_due_until_the_next_look() {
         let mut s = schedule();
         let t0 = Instant::now();
-        s.due_in("klb", "42".into(), Some(2), 60_000 * MS, t0);
+        let start = s.start_round("klb");
+        s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), Some(60_000 * MS));
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0 + 60_000 * MS), None);
-        s.look_now("klb");
+        s.wake("klb");
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), None);
+    }
+
+    #[test]
+    fn a_wake_while_the_round_ran_leaves_the_next_round_due_at_once() {
+        // The observer saw the tree settle after the round's write but before the round wrote its status:
+        // the round's own next look (the stuck check, minutes away) must not swallow the wake.
+        let mut s = schedule();
+        let t0 = Instant::now();
+        let start = s.start_round("klb");
+        s.wake("klb");
+        s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
+        assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), None);
+        // The next round, with no wake during it, sets its look as before.
+        let start = s.start_round("klb");
+        s.due_in("klb", start, "43".into(), Some(2), 60_000 * MS, t0);
+        assert_eq!(s.not_due("klb", Some("43"), Some(2), t0), Some(60_000 * MS));
     }
 
     #[test]
     fn any_other_version_is_due_now() {
         let mut s = schedule();
         let t0 = Instant::now();
-        s.due_in("klb", "42".into(), Some(2), 60_000 * MS, t0);
+        let start = s.start_round("klb");
+        s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("43"), Some(2), t0), None);
         assert_eq!(s.not_due("klb", None, Some(2), t0), None);
         assert_eq!(s.not_due("other", Some("42"), Some(2), t0), None);
@@ -367,7 +416,8 @@ mod tests {
         // 3 (the Service front end patched the spec meanwhile). That object is not what the round saw.
         let mut s = schedule();
         let t0 = Instant::now();
-        s.due_in("klb", "42".into(), Some(2), 60_000 * MS, t0);
+        let start = s.start_round("klb");
+        s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("42"), Some(3), t0), None);
     }
 
@@ -429,7 +479,8 @@ mod tests {
         let t0 = Instant::now();
         s.pending("klb", t0);
         s.coalesce("klb", 1, t0);
-        s.due_in("klb", "1".into(), Some(1), 1000 * MS, t0);
+        let start = s.start_round("klb");
+        s.due_in("klb", start, "1".into(), Some(1), 1000 * MS, t0);
         s.listed("klb", true, t0);
         s.abandon("lb1");
         s.forget("klb");
