@@ -19,6 +19,10 @@ pub struct CallCounts {
     pub errors: u64,
     /// Every op seen, with its count: the breakdown in the JSON's `extra`.
     pub by_op: BTreeMap<String, u64>,
+    /// Each Neutron call's latency as cloudsim served it (µs; load-model queueing and 503s included).
+    pub neutron_latency_us: Vec<u64>,
+    /// Neutron calls refused with 503 by the load model (`profile.load.neutron`).
+    pub neutron_overloaded: u64,
 }
 
 fn is_write(method: &str) -> bool {
@@ -34,6 +38,12 @@ impl CallCounts {
                 c.errors += 1;
             }
             let write = is_write(&call.method);
+            if call.op.starts_with("neutron.") {
+                c.neutron_latency_us
+                    .push((call.latency_ms * 1000.0).round() as u64);
+                let overload = call.fault.as_deref().is_some_and(|f| f.starts_with("overload"));
+                c.neutron_overloaded += u64::from(overload);
+            }
             match call.op.split('.').next() {
                 Some("neutron") if write => c.neutron_writes += 1,
                 Some("neutron") => c.neutron_reads += 1,
@@ -54,7 +64,20 @@ impl CallCounts {
         (n > 0).then(|| (count as f64 / n as f64 * 1000.0).round() / 1000.0)
     }
 
+    /// p50, p99 and max of the Neutron calls' latency, in ms.
+    pub fn neutron_latency_ms(&self) -> Option<crate::stats::Summary> {
+        let ms: Vec<f64> = self
+            .neutron_latency_us
+            .iter()
+            .map(|us| *us as f64 / 1000.0)
+            .collect();
+        crate::stats::Summary::of(&ms)
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
+        let latency = self
+            .neutron_latency_ms()
+            .map(|s| serde_json::json!({"p50": s.p50, "p99": s.p99, "max": s.max}));
         serde_json::json!({
             "neutron_writes": self.neutron_writes,
             "neutron_reads": self.neutron_reads,
@@ -64,6 +87,8 @@ impl CallCounts {
             "keystone": self.keystone,
             "errors": self.errors,
             "by_op": self.by_op,
+            "neutron_latency_ms": latency,
+            "neutron_overloaded": self.neutron_overloaded,
         })
     }
 }
@@ -106,6 +131,23 @@ mod tests {
         assert_eq!((c.keystone, c.errors), (1, 2));
         assert_eq!(c.by_op["neutron.ports.bulk_create"], 1);
         assert_eq!(c.to_json()["by_op"]["octavia.members.batch_update"], 1);
+    }
+
+    #[test]
+    fn neutron_latency_and_overload_refusals_are_summed_over_neutron_calls_only() {
+        let mut slow = call("neutron.ports.show", "GET", 503);
+        slow.latency_ms = 900.0;
+        slow.fault = Some("overload (40 in flight)".into());
+        let mut injected = call("neutron.ports.create", "POST", 500);
+        injected.fault = Some("status 500".into());
+        let mut octavia = call("octavia.loadbalancers.show", "GET", 200);
+        octavia.latency_ms = 5000.0;
+        let log = [call("neutron.ports.list", "GET", 200), slow, injected, octavia];
+        let c = CallCounts::of(&log);
+        assert_eq!(c.neutron_overloaded, 1);
+        let l = c.neutron_latency_ms().unwrap();
+        assert_eq!((l.p50, l.max), (1.0, 900.0));
+        assert_eq!(c.to_json()["neutron_latency_ms"]["p99"], 900.0);
     }
 
     #[test]

@@ -59,10 +59,15 @@ struct RunArgs {
     burst_pods: usize,
     #[arg(long, default_value_t = 10)]
     nodes: usize,
-    /// burst: also run kuryr-rs with its OpenStack client rate limiter off, pools off and on (variants
-    /// `cloudsim/no-pools/qps-unlimited`, `cloudsim/pools/qps-unlimited`).
+    /// burst: also run kuryr-rs with its former default, a fixed 20 QPS token bucket per service in front
+    /// of the adaptive limit, pools off and on (variants `cloudsim/no-pools/qps-20`, `cloudsim/pools/qps-20`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    burst_unlimited_variant: bool,
+    burst_fixed_rate_variant: bool,
+    /// burst: also run both implementations, pools off, against a Neutron that suffers beyond this many
+    /// requests in flight (cloudsim's load model: latency × in-flight/workers, 1 % more 503s per request
+    /// over, at most 50 %): variant `cloudsim/no-pools/neutron-overloaded`. 0 skips it.
+    #[arg(long, default_value_t = 8)]
+    burst_overload_workers: usize,
     /// Pods of the real-Neutron burst (0 = skip it).
     #[arg(long, default_value_t = 100)]
     neutron_burst_pods: usize,
@@ -164,8 +169,23 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// The variant suffix of sessions whose kuryr-controller runs without its OpenStack client rate limiter.
-const UNLIMITED: &str = "qps-unlimited";
+/// The variant suffix of sessions whose kuryr-controller runs with a fixed 20 QPS rate limit (its default
+/// before the adaptive concurrency limit), for comparison.
+const FIXED_RATE: &str = "qps-20";
+
+/// The variant suffix of bursts against a Neutron with a load model (`--burst-overload-workers`).
+const OVERLOADED: &str = "neutron-overloaded";
+
+/// `base` with Neutron suffering beyond `workers` requests in flight.
+fn overloaded(base: &Profile, workers: usize) -> Profile {
+    let mut p = base.clone();
+    p.load.neutron = Some(kuryr_cloudsim::load::LoadModel {
+        workers,
+        error_per_excess: 0.01,
+        max_error_rate: 0.5,
+    });
+    p
+}
 
 /// Where each finished record goes (saved at once).
 type Sink<'a> = dyn FnMut(Record) -> anyhow::Result<()> + 'a;
@@ -408,17 +428,22 @@ async fn burst_all(
             specs.push((CloudKind::Sim, pools, i, a.burst_pods, ""));
         }
     }
-    // kuryr-rs once more per pools setting with its client rate limiter off: how much of its
-    // time-to-wire is its own 20 QPS limit (upstream has none).
-    if a.burst_unlimited_variant && impls.contains(&Implementation::KuryrRs) {
+    // kuryr-rs once more per pools setting with the fixed 20 QPS limit it had by default before the
+    // adaptive concurrency limit: what the adaptive limit changed, in the same run.
+    if a.burst_fixed_rate_variant && impls.contains(&Implementation::KuryrRs) {
         for pools in [false, true] {
             specs.push((
                 CloudKind::Sim,
                 pools,
                 Implementation::KuryrRs,
                 a.burst_pods,
-                UNLIMITED,
+                FIXED_RATE,
             ));
+        }
+    }
+    if a.burst_overload_workers > 0 {
+        for &i in impls {
+            specs.push((CloudKind::Sim, false, i, a.burst_pods, OVERLOADED));
         }
     }
     if a.neutron_burst_pods > 0 {
@@ -433,12 +458,17 @@ async fn burst_all(
             pools,
             cloud,
             upstream_handlers: "vif,kuryrport",
-            kuryr_extra_args: if variant_suffix == UNLIMITED {
-                vec!["--openstack-qps".into(), "0".into()]
+            kuryr_extra_args: if variant_suffix == FIXED_RATE {
+                vec![
+                    "--openstack-qps".into(),
+                    "20".into(),
+                    "--openstack-burst".into(),
+                    "40".into(),
+                ]
             } else {
                 Vec::new()
             },
-            profile: None,
+            profile: (variant_suffix == OVERLOADED).then(|| overloaded(&s.profile, a.burst_overload_workers)),
             variant_suffix,
         };
         if pools && implementation == Implementation::KuryrRs && s.kuryr_pool_args.is_empty() {
@@ -532,9 +562,9 @@ async fn scale_all(
             cloud: CloudKind::Sim,
             upstream_handlers: "vif,kuryrport",
             // Services on (Octavia ovn provider, the emulated service subnet found by the session), and
-            // the client rate limiter off: the state is built on a zero-latency cloud, the figures are the
-            // controller's footprint and resync, not its pace against a cloud (10k pods at the default
-            // 20 QPS would take over half an hour to build).
+            // no client rate limit (the default; said again in case the default changes): the state is
+            // built on a zero-latency cloud, the figures are the controller's footprint and resync, not
+            // its pace against a cloud.
             kuryr_extra_args: {
                 let mut v: Vec<String> = vec!["--openstack-qps".into(), "0".into()];
                 if services > 0 {

@@ -30,6 +30,20 @@ const METRICS: &[Figure] = &[
     ("Octavia writes / endpoints change", |r| {
         r.octavia_writes_per_endpoints_change
     }),
+    ("Neutron p99 latency during it (ms)", |r| {
+        r.extra
+            .get("calls")?
+            .get("neutron_latency_ms")?
+            .get("p99")?
+            .as_f64()
+    }),
+    ("Neutron 503s of its load model", |r| {
+        r.extra
+            .get("calls")?
+            .get("neutron_overloaded")?
+            .as_f64()
+            .filter(|n| *n > 0.0)
+    }),
     ("controller RSS (MiB; burst/churn: peak)", |r| r.rss_mib),
     ("controller CPU (s)", |r| r.cpu_s),
     ("resync after restart (s)", |r| r.resync_s),

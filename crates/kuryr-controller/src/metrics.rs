@@ -89,6 +89,10 @@ pub struct Metrics {
     pub lb_repairs: Family<Labels1, Counter>,
     /// Octavia writes by kind (`create_loadbalancer`, `replace_members`, ...).
     pub lb_ops: Family<Labels1, Counter>,
+    /// Reconciles woken by the Octavia observer, by why (`settled`, `changed`, `gone`, `strays`).
+    pub lb_observer_wakes: Family<Labels1, Counter>,
+    /// The observer's listings (each one call per kind and per 1,000 objects) and those that failed.
+    pub lb_observer_ticks: Family<Labels1, Counter>,
     /// OpenStack calls made by one controller operation (`wire`, `release`).
     pub calls_per_op: Family<Labels1, Histogram, fn() -> Histogram>,
     pub pool_free_ports: Family<Labels2, Gauge>,
@@ -118,6 +122,8 @@ impl Default for Metrics {
             leader: Gauge::default(),
             lb_repairs: Family::default(),
             lb_ops: Family::default(),
+            lb_observer_wakes: Family::default(),
+            lb_observer_ticks: Family::default(),
             calls_per_op: Family::new_with_constructor(count_histogram),
             pool_free_ports: Family::default(),
             pool_in_flight_ports: Family::default(),
@@ -187,6 +193,16 @@ impl Metrics {
             "lb_ops",
             "Octavia writes by the KuryrLoadBalancer controller",
             m.lb_ops.clone(),
+        );
+        reg.register(
+            "lb_observer_wakes",
+            "KuryrLoadBalancer reconciles woken by the Octavia observer, by reason",
+            m.lb_observer_wakes.clone(),
+        );
+        reg.register(
+            "lb_observer_ticks",
+            "Listings of the cluster's load balancers by the Octavia observer, by outcome (ok, failed)",
+            m.lb_observer_ticks.clone(),
         );
         reg.register(
             "calls_per_op",
@@ -287,6 +303,21 @@ impl Metrics {
     /// One Octavia write of a load balancer round (`op`: the planned op's kind).
     pub fn lb_op(&self, op: &str) {
         self.lb_ops.get_or_create(&[("op", op.to_owned())]).inc();
+    }
+
+    /// The observer woke a reconcile.
+    pub fn lb_observer_wake(&self, reason: kuryr_core::lb::WakeReason) {
+        self.lb_observer_wakes
+            .get_or_create(&[("reason", reason.as_str().to_owned())])
+            .inc();
+    }
+
+    /// One listing of the observer (`ok`: it completed).
+    pub fn lb_observer_tick(&self, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        self.lb_observer_ticks
+            .get_or_create(&[("outcome", outcome.to_owned())])
+            .inc();
     }
 
     /// A load balancer replaced (`reason`: error, stuck, changed, lost).
@@ -471,6 +502,35 @@ mod tests {
         assert!(text
             .contains(r#"kuryr_reconcile_errors_total{controller="kuryrport",kind="openstack_conflict"} 1"#));
         assert!(text.contains(r#"kuryr_pod_wire_seconds_bucket{le="0.5"} 1"#));
+    }
+
+    #[test]
+    fn the_observers_wakes_and_listings_are_exported() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.lb_observer_wake(kuryr_core::lb::WakeReason::Settled);
+        m.lb_observer_wake(kuryr_core::lb::WakeReason::Settled);
+        m.lb_observer_wake(kuryr_core::lb::WakeReason::Changed);
+        m.lb_observer_tick(true);
+        m.lb_observer_tick(false);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("kuryr_lb_observer_wakes_total{reason=\"settled\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kuryr_lb_observer_wakes_total{reason=\"changed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kuryr_lb_observer_ticks_total{outcome=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kuryr_lb_observer_ticks_total{outcome=\"failed\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use kube::runtime::reflector::ObjectRef;
@@ -46,7 +46,7 @@ pub struct Observer {
     /// A reconcile began waiting: the observer may be in an idle sleep of a whole drift interval.
     waiting: Notify,
     /// The first look after a wait begins.
-    poll_min: std::time::Duration,
+    poll_min: Duration,
 }
 
 impl Observer {
@@ -91,17 +91,26 @@ impl Observer {
     }
 }
 
+/// How far behind pod and Service work the observer's lists rank when Octavia's calls queue
+/// (`kuryr_openstack::work_started`): work begun up to this long after a list goes first, older work
+/// after it. Never further back: a starved observer would leave every waiting Service unready.
+const BACKGROUND_LAG: Duration = Duration::from_secs(5);
+
 /// One tick: the lists, the index, the wakes (also returned, for tests that reconcile by hand).
 pub async fn tick(ctx: &LbContext) -> Result<Vec<Wake<LbKey>>> {
     let started = Instant::now();
     let tag = Owner::cluster_filter(&ctx.cluster_id).join(",");
-    let listing = cluster::list(&ctx.cloud, &tag).await?;
+    let rank = tokio::time::Instant::now() + BACKGROUND_LAG;
+    let listing = kuryr_openstack::work_started(rank, cluster::list(&ctx.cloud, &tag)).await;
+    ctx.metrics.lb_observer_tick(listing.is_ok());
+    let listing = listing?;
     let cut = sightings::cut(listing);
     let wakes = ctx.observer.index().apply(cut.sightings, started);
     *lock(&ctx.observer.observed) = cut.observed;
     let tx = lock(&ctx.observer.wake).clone();
     for w in &wakes {
         debug!(lb_id = w.lb_id, reason = ?w.reason, "waking the load balancer's reconcile");
+        ctx.metrics.lb_observer_wake(w.reason);
         {
             let mut schedule = ctx.schedule();
             // Due now, whatever the last round said (or the one running will say).

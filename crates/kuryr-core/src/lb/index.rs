@@ -64,6 +64,18 @@ pub enum WakeReason {
     Strays,
 }
 
+impl WakeReason {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Settled => "settled",
+            Self::Changed => "changed",
+            Self::Gone => "gone",
+            Self::Strays => "strays",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wake<K> {
     pub key: K,

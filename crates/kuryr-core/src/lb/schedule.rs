@@ -33,6 +33,8 @@ pub struct Schedule {
     in_flight: HashMap<String, usize>,
     bursts: HashMap<String, Burst>,
     looks: HashMap<String, Look>,
+    /// Per object: the spec generation being worked on and when its first round began.
+    began: HashMap<String, (Option<i64>, Instant)>,
     /// Wakes from the observer so far: a round compares the count at its end with its start.
     wakes: HashMap<String, u64>,
     /// When the object's tagged load balancers were last listed.
@@ -80,6 +82,7 @@ impl Schedule {
             bursts: HashMap::new(),
             looks: HashMap::new(),
             wakes: HashMap::new(),
+            began: HashMap::new(),
             listed: HashMap::new(),
             sweep_wanted: HashSet::new(),
             abandoned: HashSet::new(),
@@ -201,6 +204,17 @@ impl Schedule {
         }
     }
 
+    /// When the work on `generation` of `uid` began (its first round), however many rounds it takes: the
+    /// rank of the round's calls when the cloud's calls queue, so a Service's change under way finishes
+    /// before the first calls of newer ones (`kuryr_openstack::work_started`).
+    pub fn work_began(&mut self, uid: &str, generation: Option<i64>, now: Instant) -> Instant {
+        let e = self.began.entry(uid.to_owned()).or_insert((generation, now));
+        if e.0 != generation {
+            *e = (generation, now);
+        }
+        e.1
+    }
+
     /// The observer saw something for `uid`: its next round is due now, even if one is running (that one
     /// may have read the load balancer before the change).
     pub fn wake(&mut self, uid: &str) {
@@ -294,6 +308,7 @@ impl Schedule {
         self.bursts.remove(uid);
         self.looks.remove(uid);
         self.wakes.remove(uid);
+        self.began.remove(uid);
         self.listed.remove(uid);
         self.sweep_wanted.remove(uid);
     }
@@ -381,6 +396,19 @@ mod tests {
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0 + 60_000 * MS), None);
         s.wake("klb");
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), None);
+    }
+
+    #[test]
+    fn a_change_ranks_from_its_first_round_and_a_new_generation_from_its_own() {
+        let mut s = schedule();
+        let t0 = Instant::now();
+        assert_eq!(s.work_began("klb", Some(1), t0), t0);
+        // Later rounds of the same generation (waits, one write each) keep the rank.
+        assert_eq!(s.work_began("klb", Some(1), t0 + 5000 * MS), t0);
+        // A new spec is new work.
+        assert_eq!(s.work_began("klb", Some(2), t0 + 6000 * MS), t0 + 6000 * MS);
+        s.forget("klb");
+        assert_eq!(s.work_began("klb", Some(2), t0 + 7000 * MS), t0 + 7000 * MS);
     }
 
     #[test]
