@@ -38,13 +38,14 @@ impl CallCounts {
                 c.errors += 1;
             }
             let write = is_write(&call.method);
-            if call.op.starts_with("neutron.") {
+            let service = call.op.split('.').next();
+            if service == Some("neutron") {
                 c.neutron_latency_us
                     .push((call.latency_ms * 1000.0).round() as u64);
                 let overload = call.fault.as_deref().is_some_and(|f| f.starts_with("overload"));
                 c.neutron_overloaded += u64::from(overload);
             }
-            match call.op.split('.').next() {
+            match service {
                 Some("neutron") if write => c.neutron_writes += 1,
                 Some("neutron") => c.neutron_reads += 1,
                 Some("octavia") if write => {

@@ -89,13 +89,12 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     if let Some(wait) = not_due {
         return Ok(Action::requeue(wait));
     }
-    let start = ctx.schedule().start_round(uid.as_str());
-    let began = ctx
+    let start = ctx
         .schedule()
-        .work_began(uid.as_str(), generation, Instant::now());
+        .start_round(uid.as_str(), generation, Instant::now());
     // Boxed: the round's future is large, and one more layer of it overflowed 2 MiB test threads.
     let round = Box::pin(run(api, klb, ctx, uid.clone()));
-    let next = kuryr_openstack::work_started(began.into(), round).await?;
+    let next = kuryr_openstack::work_started(start.began.into(), round).await?;
     if let Some(rv) = next.written.or(rv) {
         ctx.schedule()
             .due_in(uid.as_str(), start, rv, generation, next.after, Instant::now());

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_api::{KuryrLoadBalancer, Service};
@@ -124,19 +126,29 @@ async fn waiting_load_balancers_cost_a_few_list_calls_per_tick_not_a_read_each()
     assert_eq!(cloud.sim.calls_matching("octavia.*").len(), LISTS_PER_TICK);
 }
 
+/// The harness with the observer running as the controller runs it, idle ticks `drift_interval` apart;
+/// the stream of reconciles it wakes.
+async fn with_observer_running(
+    cloud: &TestCloud,
+    drift_interval: Duration,
+) -> (Lb, UnboundedReceiver<ObjectRef<KuryrLoadBalancer>>) {
+    let lb = lb_harness_with(cloud, |c| {
+        c.drift_interval = drift_interval;
+        // Ticks while a reconcile waits: not a busy loop.
+        c.poll_min = Duration::from_millis(20);
+    })
+    .await;
+    let wakes = lb.ctx.observer.wakes();
+    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    (lb, wakes)
+}
+
 /// A member and a listener deleted behind the controller's back: the observer's next listing (its
 /// period is the drift interval) wakes the reconcile, which builds the missing part again.
 #[tokio::test]
 async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_observer() {
     let cloud = TestCloud::start().await;
-    let mut lb = lb_harness_with(&cloud, |c| {
-        c.drift_interval = Duration::from_millis(50);
-        // Ticks while a reconcile waits: not a busy loop.
-        c.poll_min = Duration::from_millis(20);
-    })
-    .await;
-    let mut wakes = lb.ctx.observer.wakes();
-    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    let (mut lb, mut wakes) = with_observer_running(&cloud, Duration::from_millis(50)).await;
     service(&mut lb, "web", "10.96.0.10", &["10.10.0.50", "10.10.0.51"]).await;
     let mut k = round(&mut lb, "web").await;
     while !ready(&k) {
@@ -189,13 +201,7 @@ async fn a_member_and_a_listener_deleted_behind_our_back_are_restored_by_the_obs
 #[tokio::test]
 async fn a_wait_begun_during_an_idle_sleep_is_looked_at_at_once() {
     let cloud = TestCloud::start().await;
-    let mut lb = lb_harness_with(&cloud, |c| {
-        c.drift_interval = Duration::from_secs(3600);
-        c.poll_min = Duration::from_millis(20);
-    })
-    .await;
-    let mut wakes = lb.ctx.observer.wakes();
-    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    let (mut lb, mut wakes) = with_observer_running(&cloud, Duration::from_secs(3600)).await;
     // The first (empty) listing is done and the observer sleeps its hour: nothing waits yet.
     while !lb.ctx.observer.observing() {
         tokio::time::sleep(Duration::from_millis(10)).await;

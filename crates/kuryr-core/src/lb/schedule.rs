@@ -57,9 +57,13 @@ struct Burst {
     applied: Option<i64>,
 }
 
-/// What a round remembers of its start for [`Schedule::due_in`].
+/// What a round takes from its start: the rank of its calls, and the mark [`Schedule::due_in`] needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RoundStart {
+    /// When the work on the object's current spec generation began (its first round), however many
+    /// rounds it takes: the rank of the round's calls when the cloud's calls queue, so a Service's change
+    /// under way finishes before the first calls of newer ones (`kuryr_openstack::work_started`).
+    pub began: Instant,
     wakes: u64,
 }
 
@@ -196,23 +200,19 @@ impl Schedule {
         self.looks.insert(uid.to_owned(), look);
     }
 
-    /// A round starts: whatever it leaves decides the next look (give the mark to [`Self::due_in`]).
-    pub fn start_round(&mut self, uid: &str) -> RoundStart {
+    /// A round on `generation` of `uid` starts at `now`: whatever it leaves decides the next look (give
+    /// the mark to [`Self::due_in`]). Every round of one generation keeps the first one's `began`; a new
+    /// spec is new work.
+    pub fn start_round(&mut self, uid: &str, generation: Option<i64>, now: Instant) -> RoundStart {
         self.looks.remove(uid);
-        RoundStart {
-            wakes: self.wake_count(uid),
-        }
-    }
-
-    /// When the work on `generation` of `uid` began (its first round), however many rounds it takes: the
-    /// rank of the round's calls when the cloud's calls queue, so a Service's change under way finishes
-    /// before the first calls of newer ones (`kuryr_openstack::work_started`).
-    pub fn work_began(&mut self, uid: &str, generation: Option<i64>, now: Instant) -> Instant {
         let e = self.began.entry(uid.to_owned()).or_insert((generation, now));
         if e.0 != generation {
             *e = (generation, now);
         }
-        e.1
+        RoundStart {
+            began: e.1,
+            wakes: self.wake_count(uid),
+        }
     }
 
     /// The observer saw something for `uid`: its next round is due now, even if one is running (that one
@@ -390,7 +390,7 @@ mod tests {
     fn the_echo_of_our_own_status_write_is_not_due_until_the_next_look() {
         let mut s = schedule();
         let t0 = Instant::now();
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(2), t0);
         s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), Some(60_000 * MS));
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0 + 60_000 * MS), None);
@@ -402,13 +402,15 @@ mod tests {
     fn a_change_ranks_from_its_first_round_and_a_new_generation_from_its_own() {
         let mut s = schedule();
         let t0 = Instant::now();
-        assert_eq!(s.work_began("klb", Some(1), t0), t0);
+        assert_eq!(s.start_round("klb", Some(1), t0).began, t0);
         // Later rounds of the same generation (waits, one write each) keep the rank.
-        assert_eq!(s.work_began("klb", Some(1), t0 + 5000 * MS), t0);
+        assert_eq!(s.start_round("klb", Some(1), t0 + 5000 * MS).began, t0);
         // A new spec is new work.
-        assert_eq!(s.work_began("klb", Some(2), t0 + 6000 * MS), t0 + 6000 * MS);
+        let later = t0 + 6000 * MS;
+        assert_eq!(s.start_round("klb", Some(2), later).began, later);
         s.forget("klb");
-        assert_eq!(s.work_began("klb", Some(2), t0 + 7000 * MS), t0 + 7000 * MS);
+        let after = t0 + 7000 * MS;
+        assert_eq!(s.start_round("klb", Some(2), after).began, after);
     }
 
     #[test]
@@ -417,12 +419,12 @@ mod tests {
         // the round's own next look (the stuck check, minutes away) must not swallow the wake.
         let mut s = schedule();
         let t0 = Instant::now();
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(2), t0);
         s.wake("klb");
         s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("42"), Some(2), t0), None);
         // The next round, with no wake during it, sets its look as before.
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(2), t0);
         s.due_in("klb", start, "43".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("43"), Some(2), t0), Some(60_000 * MS));
     }
@@ -431,7 +433,7 @@ mod tests {
     fn any_other_version_is_due_now() {
         let mut s = schedule();
         let t0 = Instant::now();
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(2), t0);
         s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("43"), Some(2), t0), None);
         assert_eq!(s.not_due("klb", None, Some(2), t0), None);
@@ -444,7 +446,7 @@ mod tests {
         // 3 (the Service front end patched the spec meanwhile). That object is not what the round saw.
         let mut s = schedule();
         let t0 = Instant::now();
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(2), t0);
         s.due_in("klb", start, "42".into(), Some(2), 60_000 * MS, t0);
         assert_eq!(s.not_due("klb", Some("42"), Some(3), t0), None);
     }
@@ -507,14 +509,16 @@ mod tests {
         let t0 = Instant::now();
         s.pending("klb", t0);
         s.coalesce("klb", 1, t0);
-        let start = s.start_round("klb");
+        let start = s.start_round("klb", Some(1), t0);
         s.due_in("klb", start, "1".into(), Some(1), 1000 * MS, t0);
+        s.wake("klb");
         s.listed("klb", true, t0);
         s.abandon("lb1");
         s.forget("klb");
         s.forget_lb("lb1");
         assert!(s.pending.is_empty() && s.in_flight.is_empty() && s.bursts.is_empty() && s.looks.is_empty());
         assert!(s.listed.is_empty() && s.sweep_wanted.is_empty());
+        assert!(s.wakes.is_empty() && s.began.is_empty());
         assert!(!s.is_abandoned("lb1"));
     }
 }
