@@ -1,6 +1,7 @@
 //! How many calls one OpenStack service gets at once, found from its answers (AIMD, as TCP does): the limit
 //! grows while the service answers as fast as when it was idle, and is cut multiplicatively when it shows
-//! distress — 5xx, 429, timeouts, IPAM 409s, or latency beyond `tolerance` × its unloaded baseline.
+//! distress — 5xx, 429, timeouts, IPAM 409s, or a window of answers whose median latency is beyond
+//! `tolerance` × its kind's usual median.
 //! Pure state: the caller feeds one [`Sample`] per finished call and reads [`Aimd::limit`]; no clock of its
 //! own, so every rule is unit-tested with made-up instants. Why AIMD and not a gradient limit:
 //! docs/openstack-client.md, "Adaptive concurrency".
@@ -21,15 +22,16 @@ pub struct AimdConfig {
     pub min: usize,
     /// The operator's ceiling (`--openstack-max-concurrency`): the limit never grows past it.
     pub max: usize,
-    /// A call slower than `tolerance` × the fastest recent call of its kind counts as distress.
+    /// A window of answers whose median is over `tolerance` × the usual median of their kind is distress.
     pub tolerance: f64,
+    /// Answers of a kind judged together (their median): one answer says nothing, latencies have long tails.
+    pub window: usize,
+    /// Calls in flight up to which the service counts as calm: windows answered so teach the usual latency.
+    pub calm_in_flight: usize,
     /// The cut on an error (5xx, 429, timeout, IPAM conflict).
     pub error_backoff: f64,
     /// The gentler cut on latency alone.
     pub latency_backoff: f64,
-    /// How long the fastest call of a kind stays the baseline: a service whose idle speed really changed
-    /// (a new node, a bigger database) is re-learned after this long.
-    pub baseline_window: Duration,
 }
 
 impl Default for AimdConfig {
@@ -41,7 +43,8 @@ impl Default for AimdConfig {
             tolerance: 2.0,
             error_backoff: 0.5,
             latency_backoff: 0.8,
-            baseline_window: Duration::from_secs(60),
+            window: 8,
+            calm_in_flight: 8,
         }
     }
 }
@@ -130,7 +133,7 @@ pub struct Move {
     pub reason: MoveReason,
 }
 
-/// Calls of one kind, for the latency baseline: the op and the request body's size class (a 50-port bulk
+/// Calls of one kind, for the usual latency: the op and the request body's size class (a 50-port bulk
 /// create is not slow because a 1-port one was fast).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallKind {
@@ -158,45 +161,55 @@ pub struct Sample {
     pub verdict: Verdict,
 }
 
-/// The fastest latency of a kind over the last one or two windows (two buckets, so it forgets smoothly).
-#[derive(Debug, Clone, Copy)]
-struct Baseline {
-    current: Duration,
-    previous: Option<Duration>,
-    window_start: Instant,
-    samples: u32,
+/// The usual latency of a kind: an average of the medians of windows answered while the service was calm
+/// (at most `calm_in_flight` calls in flight), in log space since latencies are lognormal and a ratio is what
+/// matters. Why not the fastest recent answer, as before: with lognormal answers most are over twice the
+/// fastest of the last hundred, so an idle cloud looked in distress and the limit sat near 1. Why only calm
+/// windows: a usual that also learned from busy ones would follow a limit that creeps up window by window
+/// (each only a little slower than the last) until the service is deep in its queue.
+#[derive(Debug, Clone, Default)]
+struct KindLatency {
+    /// Answers of the window being filled, in seconds.
+    window: Vec<f64>,
+    /// The most calls in flight when one of the window's calls was let through.
+    window_in_flight: usize,
+    /// ln(seconds) of the usual median; `None` until a calm window has closed.
+    usual: Option<f64>,
 }
 
-impl Baseline {
-    fn new(latency: Duration, now: Instant) -> Self {
-        Self {
-            current: latency,
-            previous: None,
-            window_start: now,
-            samples: 1,
-        }
-    }
-
-    fn add(&mut self, latency: Duration, now: Instant, window: Duration) {
-        if now.saturating_duration_since(self.window_start) >= window {
-            self.previous = Some(self.current);
-            self.current = latency;
-            self.window_start = now;
-        } else {
-            self.current = self.current.min(latency);
-        }
-        self.samples = self.samples.saturating_add(1);
-    }
-
-    fn fastest(&self) -> Duration {
-        self.previous.map_or(self.current, |p| p.min(self.current))
-    }
-}
-
-/// Samples of a kind needed before its latency is judged (the first answers of a cold service are noise).
-const JUDGED_AFTER: u32 = 3;
-/// Latencies under this are never distress, whatever the ratio (a 2 ms GET taking 5 ms is not overload).
+/// How far a calm window moves the usual median toward its own: an average over ~10 windows, whose noise is
+/// a third of one window's, so an idle cloud is judged in distress in a small fraction of a percent of them.
+const CALM_WEIGHT: f64 = 0.2;
+/// Medians under this are never distress, whatever the ratio (a 2 ms GET taking 5 ms is not overload).
 const LATENCY_FLOOR: Duration = Duration::from_millis(20);
+
+impl KindLatency {
+    /// Adds one answer; when it closes a window, says whether that window was in distress.
+    fn add(&mut self, s: &Sample, config: &AimdConfig) -> bool {
+        self.window.push(s.latency.as_secs_f64());
+        self.window_in_flight = self.window_in_flight.max(s.in_flight);
+        if self.window.len() < config.window.max(1) {
+            return false;
+        }
+        self.window.sort_by(f64::total_cmp);
+        let median = self.window[self.window.len() / 2];
+        let calm = self.window_in_flight <= config.calm_in_flight;
+        self.clear();
+        let ln = median.max(1e-6).ln();
+        let distress = self.usual.is_some_and(|usual| {
+            median > LATENCY_FLOOR.as_secs_f64() && ln > usual + config.tolerance.max(1.0).ln()
+        });
+        if calm {
+            self.usual = Some(self.usual.map_or(ln, |u| u + CALM_WEIGHT * (ln - u)));
+        }
+        distress
+    }
+
+    fn clear(&mut self) {
+        self.window.clear();
+        self.window_in_flight = 0;
+    }
+}
 
 #[derive(Debug)]
 pub struct Aimd {
@@ -206,7 +219,7 @@ pub struct Aimd {
     /// Calls let through before the last cut were already in flight when it was made: their distress was
     /// answered by it (one cut per round trip, as TCP).
     last_cut: Option<Instant>,
-    baselines: HashMap<CallKind, Baseline>,
+    latencies: HashMap<CallKind, KindLatency>,
 }
 
 impl Aimd {
@@ -218,7 +231,7 @@ impl Aimd {
             limit: config.initial.clamp(min, max) as f64,
             slow_start: true,
             last_cut: None,
-            baselines: HashMap::new(),
+            latencies: HashMap::new(),
             config,
         }
     }
@@ -235,16 +248,18 @@ impl Aimd {
     /// Learns from one finished call; says if the whole-number limit moved.
     pub fn on_sample(&mut self, s: &Sample, now: Instant) -> Option<Move> {
         let from = self.limit();
+        // Calls let through before the last cut were already in flight when it was made: what they say, good
+        // or bad, is about the load that cut answered (one cut per round trip, as TCP).
+        if self.last_cut.is_some_and(|cut| s.started < cut) {
+            return None;
+        }
         let distress = match s.verdict {
             Verdict::Neutral => return None,
             Verdict::Distress(d) => Some(d),
-            Verdict::Answered => self.judge_latency(s, now),
+            Verdict::Answered => self.judge_latency(s),
         };
         let reason = match distress {
             Some(d) => {
-                if self.last_cut.is_some_and(|cut| s.started < cut) {
-                    return None;
-                }
                 let factor = match d {
                     Distress::Latency => self.config.latency_backoff,
                     _ => self.config.error_backoff,
@@ -252,6 +267,10 @@ impl Aimd {
                 self.limit = (self.limit * factor).max(self.config.min as f64);
                 self.last_cut = Some(now);
                 self.slow_start = false;
+                // What the windows hold so far measured the load this cut answered.
+                for kind in self.latencies.values_mut() {
+                    kind.clear();
+                }
                 MoveReason::Cut(d)
             }
             None => {
@@ -261,6 +280,10 @@ impl Aimd {
                     return None;
                 }
                 let max = self.config.max as f64;
+                // Latency is judged against what the service answered while calm: learn that before loading it.
+                if self.slow_start && !self.latencies.values().any(|k| k.usual.is_some()) {
+                    return None;
+                }
                 if self.slow_start {
                     self.limit = (self.limit + 1.0).min(max);
                     MoveReason::SlowStart
@@ -274,22 +297,11 @@ impl Aimd {
         (to != from).then_some(Move { from, to, reason })
     }
 
-    /// Adds the answer's latency to its kind's baseline; distress if it is `tolerance` times the baseline.
-    fn judge_latency(&mut self, s: &Sample, now: Instant) -> Option<Distress> {
-        let window = self.config.baseline_window;
-        let b = match self.baselines.get_mut(&s.kind) {
-            Some(b) => b,
-            None => {
-                self.baselines.insert(s.kind, Baseline::new(s.latency, now));
-                return None;
-            }
-        };
-        let judged = b.samples >= JUDGED_AFTER;
-        let fastest = b.fastest();
-        b.add(s.latency, now, window);
-        let slow = s.latency > LATENCY_FLOOR
-            && s.latency.as_secs_f64() > fastest.as_secs_f64() * self.config.tolerance;
-        (judged && slow).then_some(Distress::Latency)
+    /// Adds the answer's latency to its kind's window; distress when that closes a window whose median is
+    /// `tolerance` times the kind's usual one.
+    fn judge_latency(&mut self, s: &Sample) -> Option<Distress> {
+        let kind = self.latencies.entry(s.kind).or_default();
+        kind.add(s, &self.config).then_some(Distress::Latency)
     }
 }
 

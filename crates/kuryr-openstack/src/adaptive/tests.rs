@@ -9,11 +9,12 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Starting at its ceiling: only cuts can move it.
+/// Starting at its ceiling, calm up to it: only cuts can move it.
 fn at_ceiling(n: usize) -> AimdConfig {
     AimdConfig {
         initial: n,
         max: n,
+        calm_in_flight: n,
         ..AimdConfig::default()
     }
 }
@@ -49,16 +50,17 @@ impl Run {
 }
 
 #[test]
-fn slow_start_grows_by_one_per_quick_answer_up_to_the_ceiling() {
+fn slow_start_learns_a_calm_window_then_grows_by_one_per_quick_answer_up_to_the_ceiling() {
     let mut r = Run::new(AimdConfig {
         initial: 2,
         max: 6,
         ..AimdConfig::default()
     });
-    let moves: Vec<usize> = (0..10)
-        .filter_map(|i| r.call(i * 100, 50, Verdict::Answered).map(|m| m.to))
+    let moves: Vec<(u64, usize)> = (0..14)
+        .filter_map(|i| r.call(i * 100, 50, Verdict::Answered).map(|m| (i, m.to)))
         .collect();
-    assert_eq!(moves, vec![3, 4, 5, 6]);
+    // The first window (8 answers) teaches the usual latency; only from its last does the load grow.
+    assert_eq!(moves, vec![(7, 3), (8, 4), (9, 5), (10, 6)]);
     assert_eq!(r.aimd.limit(), 6);
 }
 
@@ -118,16 +120,37 @@ fn never_below_the_minimum() {
     assert_eq!(r.aimd.limit(), 2);
 }
 
-#[test]
-fn latency_beyond_twice_the_baseline_cuts_gently() {
-    let mut r = Run::new(at_ceiling(10));
-    for i in 0..5 {
-        assert_eq!(r.call(i * 100, 100, Verdict::Answered), None);
+/// A window's worth (8) of answers of `latency_ms`, started 100 ms apart from `from_ms`; the last one's move.
+fn window(r: &mut Run, from_ms: u64, latency_ms: u64) -> Option<Move> {
+    let mut last = None;
+    for i in 0..8 {
+        last = r.call(from_ms + i * 100, latency_ms, Verdict::Answered);
+        if i < 7 {
+            assert!(
+                !matches!(
+                    last,
+                    Some(Move {
+                        reason: MoveReason::Cut(_),
+                        ..
+                    })
+                ),
+                "judged before the window closed: {last:?}"
+            );
+        }
     }
-    // 190 ms against a 100 ms baseline: fine. 250 ms: distress, a 0.8 cut.
-    assert_eq!(r.call(1_000, 190, Verdict::Answered), None);
+    last
+}
+
+#[test]
+fn a_window_whose_median_is_beyond_twice_the_usual_cuts_gently() {
+    let mut r = Run::new(at_ceiling(10));
+    for w in 0..3 {
+        assert_eq!(window(&mut r, w * 1_000, 100), None);
+    }
+    // 190 ms against a usual 100 ms: fine. 250 ms: distress, a 0.8 cut when the window closes.
+    assert_eq!(window(&mut r, 10_000, 190), None);
     assert_eq!(
-        r.call(2_000, 250, Verdict::Answered),
+        window(&mut r, 20_000, 250),
         Some(Move {
             from: 10,
             to: 8,
@@ -137,57 +160,171 @@ fn latency_beyond_twice_the_baseline_cuts_gently() {
 }
 
 #[test]
+fn one_slow_answer_in_a_window_is_not_distress() {
+    let mut r = Run::new(at_ceiling(10));
+    for w in 0..3 {
+        window(&mut r, w * 1_000, 100);
+    }
+    // Three of eight answers ten times slower: the median is still 100 ms.
+    for i in 0..8u64 {
+        let latency = if i % 3 == 0 { 1_000 } else { 100 };
+        assert_eq!(r.call(10_000 + i * 100, latency, Verdict::Answered), None);
+    }
+    assert_eq!(r.aimd.limit(), 10);
+}
+
+#[test]
 fn latency_is_judged_per_kind_of_call() {
     let mut r = Run::new(at_ceiling(10));
-    for i in 0..5 {
-        r.call(i * 100, 30, Verdict::Answered);
+    for w in 0..3 {
+        window(&mut r, w * 1_000, 30);
     }
-    // A big bulk create is slow because it is big, not because Neutron suffers.
-    let bulk = Sample {
-        kind: CallKind::new("neutron.ports.create_bulk", 60_000),
-        started: r.at(1_000),
-        latency: ms(900),
-        in_flight: 10,
-        verdict: Verdict::Answered,
-    };
-    assert_eq!(r.aimd.on_sample(&bulk, r.at(1_900)), None);
-    assert_ne!(bulk.kind, GET);
+    // Big bulk creates are slow because they are big, not because Neutron suffers.
+    let kind = CallKind::new("neutron.ports.create_bulk", 60_000);
+    assert_ne!(kind, GET);
+    for i in 0..24u64 {
+        let bulk = Sample {
+            kind,
+            started: r.at(10_000 + i * 100),
+            latency: ms(900),
+            in_flight: 10,
+            verdict: Verdict::Answered,
+        };
+        assert_eq!(r.aimd.on_sample(&bulk, r.at(10_900 + i * 100)), None);
+    }
 }
 
 #[test]
-fn the_first_answers_of_a_kind_are_not_judged() {
+fn a_kind_is_judged_once_a_calm_window_taught_its_usual_latency() {
     let mut r = Run::new(at_ceiling(10));
-    // A cold cache's first answer is fast, the next slow: too few samples to say anything.
-    assert_eq!(r.call(0, 30, Verdict::Answered), None);
-    assert_eq!(r.call(100, 300, Verdict::Answered), None);
+    // Nothing to compare the first window with, however slow.
+    assert_eq!(window(&mut r, 0, 300), None);
+    assert_eq!(window(&mut r, 1_000, 300), None);
+    assert!(window(&mut r, 2_000, 700).is_some());
 }
 
 #[test]
-fn a_slow_baseline_is_forgotten_after_two_windows() {
+fn windows_answered_under_load_do_not_teach_the_usual_latency() {
     let mut r = Run::new(AimdConfig {
-        baseline_window: Duration::from_secs(10),
+        calm_in_flight: 4,
         ..at_ceiling(10)
     });
-    for i in 0..5 {
-        r.call(i * 100, 50, Verdict::Answered);
+    // 10 calls in flight: never calm, so however slow, no window has anything to be compared with.
+    for w in 0..5 {
+        assert_eq!(window(&mut r, w * 1_000, 100 * (w + 1)), None);
     }
-    // The service got slower for good (300 ms): cut at first, then re-learned.
-    assert!(r.call(1_000, 300, Verdict::Answered).is_some());
-    for i in 0..40 {
-        r.call(2_000 + i * 1_000, 300, Verdict::Answered);
+}
+
+#[test]
+fn answers_to_calls_let_through_before_a_cut_are_not_judged() {
+    let mut r = Run::new(at_ceiling(10));
+    for w in 0..3 {
+        window(&mut r, w * 1_000, 100);
     }
-    // 300 ms is the new normal: an answer in 300 ms is no longer distress.
-    let m = r.call(60_000, 300, Verdict::Answered);
-    assert!(
-        !matches!(
-            m,
-            Some(Move {
-                reason: MoveReason::Cut(_),
-                ..
-            })
-        ),
-        "{m:?}"
-    );
+    assert!(r
+        .call(10_000, 10, Verdict::Distress(Distress::ServerError))
+        .is_some());
+    // Slow answers to calls started before that cut: the load it answered, not news.
+    for i in 0..16u64 {
+        assert_eq!(r.call(9_000 + i, 1_000, Verdict::Answered), None);
+    }
+    assert_eq!(r.aimd.limit(), 5);
+}
+
+#[test]
+fn a_service_slower_for_good_is_relearned() {
+    let mut r = Run::new(at_ceiling(10));
+    for w in 0..3 {
+        window(&mut r, w * 1_000, 50);
+    }
+    // The service got slower for good (300 ms, 6x): cut at first, then re-learned.
+    assert!(window(&mut r, 10_000, 300).is_some());
+    for w in 0..300 {
+        window(&mut r, 20_000 + w * 1_000, 300);
+    }
+    // 300 ms is the new normal: windows of 300 ms are no longer distress, and the limit grew back.
+    assert_eq!(window(&mut r, 400_000, 300), None);
+    assert!(r.aimd.limit() > 5, "{}", r.aimd.limit());
+}
+
+/// Latencies drawn from a lognormal with the given p50 and p99 (cloudsim's and a real Neutron's shape), from
+/// a seeded generator so the run is the same every time.
+struct Lognormal {
+    rng: fastrand::Rng,
+    mu: f64,
+    sigma: f64,
+}
+
+impl Lognormal {
+    fn new(seed: u64, p50_ms: f64, p99_ms: f64) -> Self {
+        const Z99: f64 = 2.326;
+        let mu = p50_ms.ln();
+        Self {
+            rng: fastrand::Rng::with_seed(seed),
+            mu,
+            sigma: (p99_ms.ln() - mu) / Z99,
+        }
+    }
+
+    fn draw_ms(&mut self) -> f64 {
+        // Box-Muller.
+        let u1 = self.rng.f64().max(f64::MIN_POSITIVE);
+        let u2 = self.rng.f64();
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        (self.mu + self.sigma * z).exp()
+    }
+}
+
+/// A caller that always has more calls than the limit lets through, against a service of `workers` whose
+/// answers queue beyond them (cloudsim's load model: latency × in-flight / workers). The limit after each
+/// answer.
+fn saturate(config: AimdConfig, workers: Option<usize>, answers: usize) -> Vec<usize> {
+    let mut aimd = Aimd::new(config);
+    let mut latencies = Lognormal::new(7, 100.0, 400.0);
+    let t0 = Instant::now();
+    let mut clock = Duration::ZERO;
+    let mut limits = Vec::with_capacity(answers);
+    for _ in 0..answers {
+        let in_flight = aimd.limit();
+        let queue = workers.map_or(1.0, |w| (in_flight as f64 / w as f64).max(1.0));
+        let latency = Duration::from_secs_f64(latencies.draw_ms() * queue / 1_000.0);
+        let s = Sample {
+            kind: GET,
+            started: t0 + clock,
+            latency,
+            in_flight,
+            verdict: Verdict::Answered,
+        };
+        // `in_flight` calls share the service: one of them finishes every latency / in_flight.
+        clock += latency / in_flight as u32;
+        aimd.on_sample(&s, t0 + clock + latency);
+        limits.push(aimd.limit());
+    }
+    limits
+}
+
+#[test]
+fn an_idle_cloud_with_long_tailed_latencies_lets_the_limit_reach_its_ceiling() {
+    // p50 100 ms, p99 400 ms: under the old rule (2x the fastest recent answer) most answers were distress
+    // and the limit sat near 1.
+    let limits = saturate(AimdConfig::default(), None, 5_000);
+    let tail = &limits[4_000..];
+    let lowest = tail.iter().copied().min().unwrap_or(0);
+    assert!(lowest >= 48, "limit fell to {lowest} on an idle cloud");
+    assert_eq!(limits.iter().copied().max(), Some(64));
+}
+
+#[test]
+fn a_cloud_that_queues_beyond_its_workers_keeps_the_limit_near_them() {
+    // 8 workers: at a limit of 16 every answer takes twice as long as idle.
+    let limits = saturate(AimdConfig::default(), Some(8), 5_000);
+    let tail = &limits[2_000..];
+    let mean = tail.iter().sum::<usize>() as f64 / tail.len() as f64;
+    let highest = tail.iter().copied().max().unwrap_or(0);
+    assert!(mean <= 20.0, "mean limit {mean:.1} on 8 workers");
+    assert!(highest <= 32, "limit reached {highest} on 8 workers");
+    // Not pinned at the floor either: the service is used.
+    assert!(mean >= 6.0, "mean limit {mean:.1} on 8 workers");
 }
 
 #[test]
