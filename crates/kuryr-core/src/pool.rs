@@ -154,6 +154,15 @@ impl Pool {
         }
     }
 
+    /// Takes on the creates the plan asks for now (they count as in flight from this moment) and says how many:
+    /// a refill asked for while another is under way covers only the demand that one does not, so refills of
+    /// one pool run side by side instead of each waiting for the last.
+    pub fn reserve(&mut self, limits: PoolLimits) -> u32 {
+        let n = self.plan(limits).create;
+        self.begin_create(n);
+        n
+    }
+
     /// `n` ports are being created (one bulk create per batch).
     pub fn begin_create(&mut self, n: u32) {
         self.in_flight = self.in_flight.saturating_add(n);

@@ -4,7 +4,9 @@
 //! - a pod whose KuryrPort names other SGs costs one port update when it takes a port, and one more when the
 //!   port goes back (SGs reset); released ports are recycled (still subports), not deleted;
 //! - a restarted controller rebuilds the pools from the tagged ports: new pods make no create;
-//! - the pool of a deleted node is drained (its ports detached and deleted).
+//! - the pool of a deleted node is drained (its ports detached and deleted);
+//! - pods arriving while a pool's refill is held up in Neutron start a refill of their own beside it, sized
+//!   to their demand, instead of waiting for the first to land.
 
 mod podnet;
 
@@ -26,6 +28,108 @@ async fn pools_serve_bursts_recycle_and_survive_restarts_on_cloudsim() -> anyhow
     let result = scenario(&lab, &scope, &cloud).await;
     scope.close().await;
     result
+}
+
+#[tokio::test]
+async fn refills_of_one_pool_run_side_by_side_on_cloudsim() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let cloud = TestCloud::cloudsim(&lab, |_| {}).await?;
+    let scope = Scope::new(&lab, "pools-sbs").await?;
+    let result = side_by_side(&scope, &cloud).await;
+    scope.close().await;
+    result
+}
+
+/// The first refill of a cold pool is held 10 s in Neutron; 20 pods created meanwhile on the same node get
+/// their ports from refills asked for while it is still held, and are wired before it is answered (before:
+/// they queued behind it, one refill at a time per pool).
+async fn side_by_side(scope: &Scope, cloud: &TestCloud) -> anyhow::Result<()> {
+    const HOLD_MS: u64 = 10_000;
+    let config = scope.config(cloud);
+    let batch = config.pool_limits.batch() as usize;
+    let node = cloud.trunks.keys().next().cloned().context("a trunk")?;
+    let nodes = vec![node];
+    cloud.sim().add_fault(kuryr_cloudsim::faults::FaultRule {
+        op: "neutron.ports.bulk_create".into(),
+        count: Some(1),
+        hold_ms: Some(HOLD_MS),
+        ..Default::default()
+    });
+    let controller = InProcess::start(scope, cloud, config);
+    let first = podnet::create_pods(scope, "first", 1, &nodes).await?;
+    // Until the held create has arrived.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fired(cloud).await? == 0 {
+        ensure!(
+            Instant::now() < deadline,
+            "the first refill never reached Neutron"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let surge = podnet::create_pods(scope, "surge", 20, &nodes).await?;
+    let wired = podnet::wait_ready(scope, &surge, "sim surge during a held refill").await?;
+    // Wired while the first pod's refill is still held in Neutron: they did not wait for it.
+    let first_kp = scope
+        .kps()
+        .get_opt("first0")
+        .await?
+        .context("first0's KuryrPort")?;
+    ensure!(
+        !podnet::is_ready(&first_kp),
+        "the first pod was ready before the surge was: its refill was not held"
+    );
+    podnet::check_wired(cloud, &surge, &wired).await?;
+    podnet::wait_ready(scope, &first, "sim first pod").await?;
+
+    let bulk = cloud.sim().calls_matching("neutron.ports.bulk_create");
+    let held = bulk
+        .iter()
+        .find(|c| c.latency_ms >= HOLD_MS as f64)
+        .context("the held bulk create in the call log")?;
+    let held_at = chrono::DateTime::parse_from_rfc3339(&held.ts)?;
+    let held_until = held_at + chrono::Duration::milliseconds(held.latency_ms as i64);
+    let beside: Vec<_> = bulk
+        .iter()
+        .filter(|c| c.seq != held.seq)
+        .filter(|c| chrono::DateTime::parse_from_rfc3339(&c.ts).is_ok_and(|t| t > held_at && t < held_until))
+        .collect();
+    let beside_ports: usize = beside.iter().filter_map(|c| c.items).sum();
+    eprintln!(
+        "held refill of {:?} ports; {} bulk creates of {:?} ports began while it was held",
+        held.items,
+        beside.len(),
+        beside.iter().map(|c| c.items).collect::<Vec<_>>()
+    );
+    ensure!(held.items == Some(batch), "first refill {:?} ports", held.items);
+    // 21 pods + 5 spare against the held 10: at least 16 more, begun while the first was held.
+    ensure!(
+        beside_ports >= 16,
+        "only {beside_ports} ports were asked for beside the held refill: {:?}",
+        bulk.iter()
+            .map(|c| (&c.ts, c.items, c.latency_ms))
+            .collect::<Vec<_>>()
+    );
+    let names: Vec<String> = first.keys().chain(surge.keys()).cloned().collect();
+    podnet::delete_pods(scope, &names).await?;
+    podnet::check_no_leak(cloud, &scope.cluster_id).await?;
+    controller.stop().await?;
+    cloud.delete_tagged(&scope.cluster_id).await?;
+    Ok(())
+}
+
+/// How many calls cloudsim's fault rules have hit so far.
+async fn fired(cloud: &TestCloud) -> anyhow::Result<u64> {
+    let v: serde_json::Value = reqwest::get(format!("{}/_sim/faults", cloud.sim().url()))
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(v["faults"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["fired"].as_u64())
+        .sum())
 }
 
 async fn scenario(lab: &Lab, scope: &Scope, cloud: &TestCloud) -> anyhow::Result<()> {

@@ -4,7 +4,9 @@
 //! pod's subnet, its network names the pool. A pod takes a free port (its SGs set by one update, only if they
 //! differ) and the pod path makes no create; an empty pool is refilled right there with a surge covering every
 //! pod waiting on it. A refill is ONE bulk create + (nested) ONE `add_subports` per batch, its batches at
-//! once, one refill at a time per pool. Released ports go back (SGs reset) unless the pool is above its high watermark.
+//! once. Refills of one pool run side by side: each takes on only the demand the creates in flight do not
+//! cover ([`kuryr_core::Pool::reserve`]); a pod whose demand is covered waits for those creates to land.
+//! Released ports go back (SGs reset) unless the pool is above its high watermark.
 //!
 //! Crash safety: pool ports carry the ownership tags `kuryr.kind=pool`; after a restart [`ensure_rebuilt`]
 //! rebuilds the pools from the tagged ports no KuryrPort status names (a port taken but never written to a
@@ -15,6 +17,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kuryr_api::Vif;
 use kuryr_core::neutron::{NeutronPort, SUBPORT_DEVICE_OWNER};
@@ -34,9 +37,12 @@ use crate::networks::SubnetMode;
 pub use crate::ports::pool_state::{PoolState, Target};
 use crate::toolkit::lock;
 
-/// Rounds of "take, else refill" before a pod gives up for this reconcile (others may take what a refill
-/// made; the surge sizing makes more than one round rare).
+/// Rounds of "take, else refill, else wait" before a pod gives up for this reconcile (others may take what a
+/// refill made; the surge sizing makes more than one round rare).
 const ACQUIRE_ROUNDS: u32 = 4;
+/// How long a pod waits for creates in flight before it looks again (a create outliving this is unusual:
+/// each call has its own timeout and retries).
+const WAIT_FOR_CREATES: Duration = Duration::from_secs(60);
 
 pub fn owner(ctx: &Context) -> Owner {
     Owner::new(
@@ -127,7 +133,8 @@ pub async fn ensure_rebuilt(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-/// A port from the pool of `target` for `pod`, with `sgs`; refills the pool when it is empty.
+/// A port from the pool of `target` for `pod`, with `sgs`; refills the pool when it is empty, or waits for
+/// the creates in flight when they cover this pod.
 pub async fn acquire(
     ctx: &Arc<Context>,
     pod: &PodFacts,
@@ -138,33 +145,51 @@ pub async fn acquire(
     ensure_rebuilt(ctx).await?;
     let defaults = default_sgs(ctx).await?;
     ctx.pools.set_target(target);
-    for _ in 0..ACQUIRE_ROUNDS {
+    let changes = ctx.pools.changes(&target.key);
+    let mut rounds = 0;
+    while rounds < ACQUIRE_ROUNDS {
+        // Listening before looking: a create that lands between the look and the wait still wakes us.
+        let landed = changes.notified();
+        tokio::pin!(landed);
+        landed.as_mut().enable();
         if let Some(taken) = take(ctx, target, &pod.uid, sgs, &defaults) {
             spawn_top_up(ctx, target.clone());
+            rounds += 1;
             match hand_out(ctx, driver, target, taken).await? {
                 Some(vif) => return Ok(vif),
                 None => continue,
             }
         }
-        let refill = ctx.pools.refill_lock(&target.key);
-        let guard = refill.lock().await;
-        if let Some(taken) = take(ctx, target, &pod.uid, sgs, &defaults) {
-            drop(guard);
-            spawn_top_up(ctx, target.clone());
-            match hand_out(ctx, driver, target, taken).await? {
-                Some(vif) => return Ok(vif),
-                None => continue,
+        let reserved = reserve(ctx, target, &defaults);
+        if reserved > 0 {
+            rounds += 1;
+            if let Err(e) = refill(ctx, driver, target, reserved, &defaults).await {
+                ctx.pools
+                    .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
+                return Err(e);
             }
+            continue;
         }
-        if let Err(e) = refill_locked(ctx, driver, target, &defaults).await {
-            ctx.pools
-                .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
-            return Err(e);
+        // Covered by creates in flight: wait for them to land (or fail).
+        if tokio::time::timeout(WAIT_FOR_CREATES, landed).await.is_err() {
+            rounds += 1;
         }
     }
     ctx.pools
         .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
     Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
+}
+
+/// Takes on what pool `target`'s plan asks to create now ([`kuryr_core::Pool::reserve`]).
+fn reserve(ctx: &Context, target: &Target, defaults: &BTreeSet<String>) -> u32 {
+    let limits = ctx.config.pool_limits;
+    let n = ctx
+        .pools
+        .with(|p| p.entry(target.key.clone(), defaults).reserve(limits));
+    if n > 0 {
+        publish(ctx);
+    }
+    n
 }
 
 fn take(
@@ -326,24 +351,22 @@ pub fn pool_snapshot(ctx: &Context, key: &PoolKey) -> kuryr_core::Pool {
     ctx.pools.with(|p| p.entry(key.clone(), &defaults).clone())
 }
 
-/// Creates what the pool's plan asks for, its batches at once: a surge of pods waiting on one node wants
-/// several batches, and one after the other they made the last pod wait for every round trip (a 500-pod
-/// burst on 10 nodes: p99 14 s with the limiter off). The batches are independent bulk creates; their
-/// `add_subports` calls reserve VLANs from the trunk's book, made for concurrent attaches. Partial success
-/// counts: the ports made are handed out, the failure shows again on the next refill. The caller holds the
-/// pool's refill lock.
-async fn refill_locked(
+/// Creates the `reserved` ports, its batches at once: a surge of pods waiting on one node wants several
+/// batches, and one after the other they made the last pod wait for every round trip (a 500-pod burst on 10
+/// nodes: p99 14 s with the limiter off). The batches are independent bulk creates; their `add_subports`
+/// calls reserve VLANs from the trunk's book, made for concurrent attaches. Partial success counts: the
+/// ports made are handed out, the failure shows again on the next refill. Every reserved port ends up
+/// created or failed, and the pool's waiters are woken either way.
+async fn refill(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
     target: &Target,
+    reserved: u32,
     defaults: &BTreeSet<String>,
 ) -> Result<u32> {
     let limits = ctx.config.pool_limits;
-    let plan = ctx
-        .pools
-        .with(|p| p.entry(target.key.clone(), defaults).plan(limits));
     let results = futures::future::join_all(
-        batches(plan.create, limits).map(|n| create_batch(ctx, driver, target, n, defaults)),
+        batches(reserved, limits).map(|n| create_batch(ctx, driver, target, n, defaults)),
     )
     .await;
     let mut made = 0;
@@ -363,8 +386,8 @@ async fn refill_locked(
     }
 }
 
-/// One batch; when Neutron refuses it for want of addresses or quota, one port is tried alone (a smaller
-/// batch may fit where the whole did not).
+/// One reserved batch; when Neutron refuses it for want of addresses or quota, one port is tried alone (a
+/// smaller batch may fit where the whole did not).
 async fn create_batch(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
@@ -375,12 +398,16 @@ async fn create_batch(
     match create_batch_once(ctx, driver, target, n, defaults).await {
         Err(Error::OpenStack(e)) if n > 1 && (e.is_over_quota() || e.is_out_of_addresses()) => {
             warn!(batch = n, error = %e, "batch refused for want of addresses or quota; trying one port");
+            ctx.pools.with(|p| {
+                p.entry(target.key.clone(), defaults).begin_create(1);
+            });
             create_batch_once(ctx, driver, target, 1, defaults).await
         }
         other => other,
     }
 }
 
+/// Creates `n` ports the pool counts as in flight already; settles them as created or failed.
 async fn create_batch_once(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
@@ -388,7 +415,22 @@ async fn create_batch_once(
     n: u32,
     defaults: &BTreeSet<String>,
 ) -> Result<u32> {
-    let tags: BTreeSet<String> = owner(ctx).tags()?.into_iter().collect();
+    let failed = |ctx: &Context| {
+        ctx.pools.with(|p| {
+            if let Some(pool) = p.get_mut(&target.key) {
+                pool.create_failed(n);
+            }
+        });
+        ctx.pools.changed(&target.key);
+        publish(ctx);
+    };
+    let tags: BTreeSet<String> = match owner(ctx).tags() {
+        Ok(t) => t.into_iter().collect(),
+        Err(e) => {
+            failed(ctx);
+            return Err(e.into());
+        }
+    };
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pool {
             node_name: &target.node_name,
@@ -402,18 +444,6 @@ async fn create_batch_once(
     let reqs = vec![body; n as usize];
     // Until the ports are in the pool (or rolled back), the loose-port scan must not take them.
     let _op = ctx.pools.op();
-    ctx.pools.with(|p| {
-        p.entry(target.key.clone(), defaults).begin_create(n);
-    });
-    publish(ctx);
-    let failed = |ctx: &Context| {
-        ctx.pools.with(|p| {
-            if let Some(pool) = p.get_mut(&target.key) {
-                pool.create_failed(n);
-            }
-        });
-        publish(ctx);
-    };
     let created = match ports::bulk_create(&ctx.cloud, &reqs).await {
         Ok(c) => c,
         Err(e) => {
@@ -451,33 +481,28 @@ async fn create_batch_once(
             pool.create_failed(short);
         }
     });
+    ctx.pools.changed(&target.key);
     publish(ctx);
     info!(node = target.node_name, ports = ids.len(), "pool refilled");
     Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX))
 }
 
-/// Tops the pool up to its low watermark in the background, unless a refill is running already.
+/// Tops the pool up to its low watermark in the background: only what the creates in flight do not cover.
 fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
-    let limits = ctx.config.pool_limits;
-    let wanted = ctx
-        .pools
-        .with(|p| p.get(&target.key).map(|pool| pool.plan(limits).create))
-        .unwrap_or(0);
-    if wanted == 0 {
-        return;
-    }
-    let lock = ctx.pools.refill_lock(&target.key);
-    let Ok(guard) = lock.clone().try_lock_owned() else {
+    let Some(driver) = kuryr_core::driver_for(ctx.config.vif_type, &ctx.config.driver) else {
         return;
     };
+    let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
+    if ctx.pools.with(|p| p.get(&target.key).is_none()) {
+        return;
+    }
+    let reserved = reserve(ctx, &target, &defaults);
+    if reserved == 0 {
+        return;
+    }
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        let _guard = guard;
-        let Some(driver) = kuryr_core::driver_for(ctx.config.vif_type, &ctx.config.driver) else {
-            return;
-        };
-        let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
-        if let Err(e) = refill_locked(&ctx, driver.as_ref(), &target, &defaults).await {
+        if let Err(e) = refill(&ctx, driver.as_ref(), &target, reserved, &defaults).await {
             warn!(
                 node = target.node_name,
                 error = &e as &dyn std::error::Error,

@@ -1,5 +1,5 @@
 //! What the controller keeps of its warm pools (see [`crate::ports::pool`]): the pools, Neutron's view of
-//! their ports, one refill lock per pool and each pool's target, and what the loose-port scan needs: the
+//! their ports, one change signal per pool and each pool's target, and what the loose-port scan needs: the
 //! ports an operation has in hand, the operations running and the loose ports seen.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -10,7 +10,7 @@ use kuryr_core::neutron::{NeutronPort, Subnet};
 use kuryr_core::pool::loose::LooseBook;
 use kuryr_core::pool::{PoolKey, Taken};
 use kuryr_core::Pools;
-use tokio::sync::OnceCell;
+use tokio::sync::{Notify, OnceCell};
 
 use crate::ports::trunk::Parent;
 use crate::toolkit::lock;
@@ -31,8 +31,8 @@ pub struct PoolState {
     pub(super) pools: Mutex<Pools>,
     /// Neutron's view of each pool port (MAC, IPs, SGs), so taking one needs no list.
     pub(super) details: Mutex<HashMap<String, NeutronPort>>,
-    /// One refill at a time per pool.
-    pub(super) refills: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per pool: signalled when creates land or fail, for the pods waiting on ports in flight.
+    pub(super) changes: Mutex<HashMap<PoolKey, Arc<Notify>>>,
     /// Target of each pool (for top-ups and drains without a pod at hand).
     pub(super) targets: Mutex<BTreeMap<PoolKey, Target>>,
     pub(super) rebuilt: OnceCell<()>,
@@ -65,8 +65,16 @@ impl PoolState {
         f(&mut lock(&self.pools))
     }
 
-    pub(super) fn refill_lock(&self, key: &PoolKey) -> Arc<tokio::sync::Mutex<()>> {
-        lock(&self.refills).entry(key.clone()).or_default().clone()
+    /// The signal of pool `key`'s creates landing or failing.
+    pub(super) fn changes(&self, key: &PoolKey) -> Arc<Notify> {
+        lock(&self.changes).entry(key.clone()).or_default().clone()
+    }
+
+    /// Wakes every pod waiting on pool `key`'s creates in flight.
+    pub(super) fn changed(&self, key: &PoolKey) {
+        if let Some(n) = lock(&self.changes).get(key) {
+            n.notify_waiters();
+        }
     }
 
     pub(super) fn detail(&self, port_id: &str) -> Option<NeutronPort> {
@@ -149,6 +157,6 @@ impl PoolState {
 
     pub(super) fn drop_target(&self, key: &PoolKey) {
         lock(&self.targets).remove(key);
-        lock(&self.refills).remove(key);
+        lock(&self.changes).remove(key);
     }
 }

@@ -80,6 +80,28 @@ fn a_pod_finding_the_pool_empty_counts_as_surge_demand_until_served() {
 }
 
 #[test]
+fn a_refill_asked_for_while_another_runs_covers_only_the_demand_that_one_does_not() {
+    let mut pool = mk_pool(&[]);
+    let limits = PoolLimits::default();
+    assert_eq!(pool.take("pod-1", &sgs(&["default"])), None);
+    // 1 waiting + 5 spare: one batch of 10, in flight from now.
+    assert_eq!(pool.reserve(limits), 10);
+    assert_eq!(pool.reserve(limits), 0, "covered by the creates in flight");
+    // Four more pods arrive while it runs: 10 in flight still covers 5 waiting + 5 spare.
+    for i in 2..=5 {
+        assert_eq!(pool.take(&format!("pod-{i}"), &sgs(&["default"])), None);
+    }
+    assert_eq!(pool.reserve(limits), 0);
+    // Twenty more: 25 waiting + 5 spare against 10 in flight: 20 more, side by side with the first.
+    for i in 6..=25 {
+        pool.take(&format!("pod-{i}"), &sgs(&["default"]));
+    }
+    assert_eq!(pool.reserve(limits), 20);
+    assert_eq!(pool.load().in_flight, 30);
+    assert_eq!(pool.reserve(limits), 0);
+}
+
+#[test]
 fn a_forgotten_pod_no_longer_drives_creates() {
     let mut pool = mk_pool(&[("a", &["default"]), ("b", &["default"]), ("c", &["default"])]);
     pool.take("gone", &sgs(&[]));
