@@ -247,12 +247,15 @@ async fn a_loaded_neutron_slows_down_and_refuses_beyond_its_workers() {
         max_error_rate: 1.0,
     });
     let t = start(p).await;
-    // One at a time: within the workers, never refused, the profile's latency.
+    // One at a time: within the workers, never refused nor marked overloaded. (Not timed: a wall-clock bound
+    // failed on a loaded 2-core machine; that queued answers are slower is checked below, a lower bound.)
     for _ in 0..3 {
-        let started = Instant::now();
         assert_eq!(t.get("/v2.0/networks").await.0, 200);
-        assert!(started.elapsed() < Duration::from_millis(190));
     }
+    let calm = t.h.calls_matching("neutron.networks.list");
+    assert_eq!(calm.len(), 3);
+    assert!(calm.iter().all(|c| c.fault.is_none()), "{calm:?}");
+    t.h.clear_calls();
     // 12 at once: 10 beyond the workers, the later arrivals refused for sure (error rate 1.0 from 6 over).
     let results = futures_join((0..12).map(|_| t.get("/v2.0/networks"))).await;
     let refused: Vec<_> = results.iter().filter(|(s, _)| *s == 503).collect();

@@ -300,3 +300,52 @@ async fn ovn_reports_the_lb_active_before_its_children() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn lists_are_paged_at_a_thousand_with_links_that_drop_the_filters() {
+    let t = zero().await;
+    let sub = vip_subnet(&t).await;
+    let ips: Vec<String> = (0..1_001)
+        .map(|i| format!("10.1.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let members: Vec<(&str, u16)> = ips.iter().map(|ip| (ip.as_str(), 8080)).collect();
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/loadbalancers",
+            full_body(&sub, "amphora", "ROUND_ROBIN", &members),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let pool = id(&v["loadbalancer"]["pools"][0]);
+    let next = |v: &Value| {
+        v["members_links"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["rel"] == "next"))
+            .and_then(|l| l["href"].as_str())
+            .map(str::to_owned)
+    };
+    // No limit, or one over Octavia's pagination_max_limit: pages of 1,000.
+    for q in ["", "?limit=5000", "?protocol_port=8080"] {
+        let (s, v) = t.get(&format!("/v2/lbaas/pools/{pool}/members{q}")).await;
+        assert_eq!(s, 200);
+        assert_eq!(v["members"].as_array().unwrap().len(), 1_000, "{q}");
+        let href = next(&v).unwrap();
+        assert!(href.contains("limit=1000") && href.contains("marker="), "{href}");
+        assert!(!href.contains("protocol_port"), "the filter is dropped: {href}");
+    }
+    // The last page is not full: no next link. A full last page has one (Octavia cannot tell).
+    let (_, first) = t.get(&format!("/v2/lbaas/pools/{pool}/members")).await;
+    let href = next(&first).unwrap();
+    let path = href.split_once("/load-balancer").unwrap().1;
+    let (_, rest) = t.get(path).await;
+    assert_eq!(rest["members"].as_array().unwrap().len(), 1);
+    assert_eq!(next(&rest), None);
+    let (_, exact) = t.get(&format!("/v2/lbaas/pools/{pool}/members?limit=1001")).await;
+    assert_eq!(exact["members"].as_array().unwrap().len(), 1_000);
+    let (_, two) = t
+        .get(&format!(
+            "/v2/lbaas/pools/{pool}/members?limit=1&address=10.1.0.1"
+        ))
+        .await;
+    assert!(next(&two).is_some(), "a full page of one: {two}");
+}

@@ -14,7 +14,7 @@ use super::model::{IdRef, Member, Pool, ACTIVE, OFFLINE, PENDING_CREATE, PENDING
 use super::pools::pool_not_found;
 use super::provisioning::{listeners_of_pool, lock_for_child, schedule};
 use super::{
-    b, body_obj, created, int, invalid_field, list_response, missing_field, ok, parse, s, tags, to_json,
+    b, body_obj, created, int, invalid_field, list_response_at, missing_field, ok, parse, s, tags, to_json,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
@@ -128,7 +128,8 @@ pub async fn list(
             .map(to_json)
             .collect()
     };
-    Ok(list_response(&ctx, q, "members", items))
+    let path = format!("pools/{pool_id}/members");
+    Ok(list_response_at(&ctx, q, "members", &path, items))
 }
 
 pub async fn show(

@@ -352,19 +352,42 @@ pub fn tags(m: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
     }
 }
 
-/// Octavia list: filter (as Octavia does: [`filters`]), paginate, always with a `_links` list.
+/// Octavia's `[api_settings] pagination_max_limit` default: a list without `limit`, or with a larger one, is
+/// cut into pages of this many.
+pub const PAGINATION_MAX_LIMIT: usize = 1000;
+
+/// Octavia list: filter (as Octavia does: [`filters`]), paginate, always with a `_links` list. As Octavia's
+/// `PaginationHelper`: at most [`PAGINATION_MAX_LIMIT`] per page whatever was asked, a `next` link on every
+/// full page (even the last), and page links that keep only `limit`, `marker` and the sort — the filters
+/// are dropped, so a client following `next` as given lists everything after the marker (ours re-applies
+/// its own query). Conformance scenario `lb_lifecycle_*` checks the links on both.
 pub fn list_response(ctx: &Ctx, q: Option<String>, coll: &str, items: Vec<Value>) -> Response {
+    list_response_at(ctx, q, coll, coll, items)
+}
+
+/// [`list_response`] of a collection below another (`pools/{id}/members`): `path` is where the links point.
+pub fn list_response_at(ctx: &Ctx, q: Option<String>, coll: &str, path: &str, items: Vec<Value>) -> Response {
     let mut params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
     if let Err(e) = filters::check(&params, coll, &items) {
         return e.into_response();
     }
+    params.limit = Some(
+        params
+            .limit
+            .map_or(PAGINATION_MAX_LIMIT, |l| l.min(PAGINATION_MAX_LIMIT)),
+    );
+    params
+        .carry
+        .retain(|(k, _)| matches!(k.as_str(), "sort_key" | "sort_dir"));
     let lb = filters::loadbalancer_filter(&mut params);
     let filtered: Vec<Value> = items
         .into_iter()
         .filter(|v| params.matches(v) && lb.as_deref().is_none_or(|id| filters::belongs_to(v, id)))
         .collect();
-    let (page, more) = params.page(filtered);
-    let url = format!("{}/load-balancer/v2/lbaas/{coll}", ctx.base_url);
+    let (page, _) = params.page(filtered);
+    // Octavia cannot tell a last full page from one with more behind it: a full page always has `next`.
+    let more = params.limit.is_some_and(|l| page.len() >= l);
+    let url = format!("{}/load-balancer/v2/lbaas/{path}", ctx.base_url);
     let mut body = crate::query::list_body(coll, page, more, &params, &url);
     if let Value::Object(m) = &mut body {
         m.entry(format!("{coll}_links")).or_insert_with(|| json!([]));

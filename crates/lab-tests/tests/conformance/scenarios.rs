@@ -647,6 +647,33 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
         "the kept member was recreated"
     );
 
+    // Octavia's page links: a full page always has `next` (even the last one), and the links keep only
+    // `limit` and `marker`: the filters are dropped (a client following `next` as given lists unfiltered).
+    let next_of = |v: &serde_json::Value| -> Option<String> {
+        v["members_links"]
+            .as_array()?
+            .iter()
+            .find(|l| l["rel"] == "next")
+            .and_then(|l| l["href"].as_str())
+            .map(str::to_owned)
+    };
+    let full = members_page(&strict, &pool_id, 1).await?;
+    let next = next_of(&full).context(format!("a full page without a next link: {full}"))?;
+    ensure!(
+        next.contains("limit=1") && next.contains("marker=") && !next.contains("protocol_port"),
+        "next link {next}"
+    );
+    let all = members_page(&strict, &pool_id, 3).await?;
+    ensure!(
+        all["members"].as_array().map(Vec::len) == Some(3) && next_of(&all).is_some(),
+        "the last page, full: {all}"
+    );
+    let short = members_page(&strict, &pool_id, 5).await?;
+    ensure!(
+        next_of(&short).is_none(),
+        "a page that is not full has a next link: {short}"
+    );
+
     // Plain delete of an LB with children is refused; cascade removes the tree and the VIP port.
     let err = loadbalancers::delete(&strict, &lb.id, false)
         .await
@@ -669,6 +696,26 @@ async fn lb_lifecycle(x: Ctx, provider: &str) -> anyhow::Result<()> {
         "VIP port {vip_port} left behind"
     );
     Ok(())
+}
+
+/// One page of `limit` of a pool's members on port 8080, as Octavia answers it (links included).
+async fn members_page(cloud: &Cloud, pool_id: &str, limit: usize) -> anyhow::Result<serde_json::Value> {
+    let query = vec![
+        ("limit".to_owned(), limit.to_string()),
+        ("protocol_port".to_owned(), "8080".to_owned()),
+    ];
+    let r = cloud
+        .execute(
+            Request::new(
+                Service::LoadBalancer,
+                "octavia.members.list",
+                Method::GET,
+                format!("lbaas/pools/{pool_id}/members"),
+            )
+            .query(query),
+        )
+        .await?;
+    Ok(r.json(Service::LoadBalancer, "raw")?)
 }
 
 /// Fully-populated create -> whole tree ACTIVE, batch member replace, cascade delete (ovn provider).
