@@ -17,8 +17,10 @@ pub async fn work_started<F: Future>(at: Instant, f: F) -> F::Output {
     STARTED.scope(at, f).await
 }
 
-/// The rank of a call asked now: when its work began, or now outside any scope.
-pub(crate) fn rank() -> Instant {
+/// The rank of a call asked now: when its work began, or now outside any scope. Work handed to another task
+/// (a spawned refill, a batched read) keeps its rank by running there inside `work_started(rank(), …)`:
+/// outside any scope it would rank as new work, behind everything begun before it was handed over.
+pub fn rank() -> Instant {
     STARTED.try_with(|at| *at).unwrap_or_else(|_| Instant::now())
 }
 

@@ -501,8 +501,12 @@ fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
         return;
     }
     let ctx = ctx.clone();
+    // The creates may cover pods waiting now: they keep the rank of the work that asked (a pod's), not that
+    // of new work, which would wait behind every call begun before.
+    let rank = kuryr_openstack::priority::rank();
     tokio::spawn(async move {
-        if let Err(e) = refill(&ctx, driver.as_ref(), &target, reserved, &defaults).await {
+        let creates = refill(&ctx, driver.as_ref(), &target, reserved, &defaults);
+        if let Err(e) = kuryr_openstack::work_started(rank, creates).await {
             warn!(
                 node = target.node_name,
                 error = &e as &dyn std::error::Error,
