@@ -167,6 +167,13 @@ impl SimHandle {
         lock(&self.shared.faults).lb_faults.push(rule);
     }
 
+    /// Calls every request fault and LB fault rule has hit so far (their `fired`, as `GET /_sim/faults`
+    /// shows them).
+    pub fn faults_fired(&self) -> u64 {
+        let f = lock(&self.shared.faults);
+        f.faults.iter().map(|r| r.fired).sum::<u64>() + f.lb_faults.iter().map(|r| r.fired).sum::<u64>()
+    }
+
     pub fn set_faults(&self, faults: Faults) {
         *lock(&self.shared.faults) = faults;
     }

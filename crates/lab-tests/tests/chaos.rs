@@ -282,7 +282,7 @@ async fn run(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let api = api_slot.context("API server lost")?;
-    let faults_injected = cloud.faults_fired().await? + u64::from(quota_exhaustions);
+    let faults_injected = cloud.sim().faults_fired() + u64::from(quota_exhaustions);
     cloud.sim().set_faults(Default::default());
     cloud.recover_quotas().await?;
     eprintln!(

@@ -59,7 +59,7 @@ async fn side_by_side(scope: &Scope, cloud: &TestCloud) -> anyhow::Result<()> {
     let first = podnet::create_pods(scope, "first", 1, &nodes).await?;
     // Until the held create has arrived.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while fired(cloud).await? == 0 {
+    while cloud.sim().faults_fired() == 0 {
         ensure!(
             Instant::now() < deadline,
             "the first refill never reached Neutron"
@@ -115,21 +115,6 @@ async fn side_by_side(scope: &Scope, cloud: &TestCloud) -> anyhow::Result<()> {
     controller.stop().await?;
     cloud.delete_tagged(&scope.cluster_id).await?;
     Ok(())
-}
-
-/// How many calls cloudsim's fault rules have hit so far.
-async fn fired(cloud: &TestCloud) -> anyhow::Result<u64> {
-    let v: serde_json::Value = reqwest::get(format!("{}/_sim/faults", cloud.sim().url()))
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    Ok(v["faults"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["fired"].as_u64())
-        .sum())
 }
 
 async fn scenario(lab: &Lab, scope: &Scope, cloud: &TestCloud) -> anyhow::Result<()> {

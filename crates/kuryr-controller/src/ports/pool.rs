@@ -160,7 +160,7 @@ pub async fn acquire(
                 None => continue,
             }
         }
-        let reserved = reserve(ctx, target, &defaults);
+        let reserved = reserve(ctx, target);
         if reserved > 0 {
             rounds += 1;
             if let Err(e) = refill(ctx, driver, target, reserved, &defaults).await {
@@ -180,12 +180,13 @@ pub async fn acquire(
     Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
 }
 
-/// Takes on what pool `target`'s plan asks to create now ([`kuryr_core::Pool::reserve`]).
-fn reserve(ctx: &Context, target: &Target, defaults: &BTreeSet<String>) -> u32 {
+/// Takes on what pool `target`'s plan asks to create now ([`kuryr_core::Pool::reserve`]); nothing for a
+/// pool that does not exist (a pod's `take` made its pool; a top-up never makes one).
+fn reserve(ctx: &Context, target: &Target) -> u32 {
     let limits = ctx.config.pool_limits;
     let n = ctx
         .pools
-        .with(|p| p.entry(target.key.clone(), defaults).reserve(limits));
+        .with(|p| p.get_mut(&target.key).map_or(0, |pool| pool.reserve(limits)));
     if n > 0 {
         publish(ctx);
     }
@@ -492,14 +493,11 @@ fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
     let Some(driver) = kuryr_core::driver_for(ctx.config.vif_type, &ctx.config.driver) else {
         return;
     };
-    let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
-    if ctx.pools.with(|p| p.get(&target.key).is_none()) {
-        return;
-    }
-    let reserved = reserve(ctx, &target, &defaults);
+    let reserved = reserve(ctx, &target);
     if reserved == 0 {
         return;
     }
+    let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
     let ctx = ctx.clone();
     // The creates may cover pods waiting now: they keep the rank of the work that asked (a pod's), not that
     // of new work, which would wait behind every call begun before.

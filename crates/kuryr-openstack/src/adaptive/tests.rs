@@ -141,6 +141,15 @@ fn window(r: &mut Run, from_ms: u64, latency_ms: u64) -> Option<Move> {
     last
 }
 
+/// At a ceiling of 10 (calm up to it), its usual latency taught by three calm windows of `usual_ms`.
+fn learned(usual_ms: u64) -> Run {
+    let mut r = Run::new(at_ceiling(10));
+    for w in 0..3 {
+        window(&mut r, w * 1_000, usual_ms);
+    }
+    r
+}
+
 #[test]
 fn a_window_whose_median_is_beyond_twice_the_usual_cuts_gently() {
     let mut r = Run::new(at_ceiling(10));
@@ -161,10 +170,7 @@ fn a_window_whose_median_is_beyond_twice_the_usual_cuts_gently() {
 
 #[test]
 fn one_slow_answer_in_a_window_is_not_distress() {
-    let mut r = Run::new(at_ceiling(10));
-    for w in 0..3 {
-        window(&mut r, w * 1_000, 100);
-    }
+    let mut r = learned(100);
     // Three of eight answers ten times slower: the median is still 100 ms.
     for i in 0..8u64 {
         let latency = if i % 3 == 0 { 1_000 } else { 100 };
@@ -175,10 +181,7 @@ fn one_slow_answer_in_a_window_is_not_distress() {
 
 #[test]
 fn latency_is_judged_per_kind_of_call() {
-    let mut r = Run::new(at_ceiling(10));
-    for w in 0..3 {
-        window(&mut r, w * 1_000, 30);
-    }
+    let mut r = learned(30);
     // Big bulk creates are slow because they are big, not because Neutron suffers.
     let kind = CallKind::new("neutron.ports.create_bulk", 60_000);
     assert_ne!(kind, GET);
@@ -217,10 +220,7 @@ fn windows_answered_under_load_do_not_teach_the_usual_latency() {
 
 #[test]
 fn answers_to_calls_let_through_before_a_cut_are_not_judged() {
-    let mut r = Run::new(at_ceiling(10));
-    for w in 0..3 {
-        window(&mut r, w * 1_000, 100);
-    }
+    let mut r = learned(100);
     assert!(r
         .call(10_000, 10, Verdict::Distress(Distress::ServerError))
         .is_some());
@@ -233,10 +233,7 @@ fn answers_to_calls_let_through_before_a_cut_are_not_judged() {
 
 #[test]
 fn a_service_slower_for_good_is_relearned() {
-    let mut r = Run::new(at_ceiling(10));
-    for w in 0..3 {
-        window(&mut r, w * 1_000, 50);
-    }
+    let mut r = learned(50);
     // The service got slower for good (300 ms, 6x): cut at first, then re-learned.
     assert!(window(&mut r, 10_000, 300).is_some());
     for w in 0..300 {

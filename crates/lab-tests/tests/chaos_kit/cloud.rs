@@ -7,7 +7,6 @@ use kuryr_cloudsim::{FaultRule, LbFaultRule, LbOutcome, LbPhase};
 use kuryr_openstack::neutron::quotas;
 use kuryr_openstack::octavia::quotas as lb_quotas;
 use lab_tests::Lab;
-use serde_json::Value;
 
 use crate::podnet::TestCloud;
 
@@ -71,24 +70,6 @@ impl ChaosCloud {
         quotas::reset(&self.pods.cloud, &self.project_id).await?;
         lb_quotas::reset(&self.pods.cloud, &self.project_id).await?;
         Ok(())
-    }
-
-    /// Every request fault and LB fault that fired so far (read from the admin API, `fired`).
-    pub async fn faults_fired(&self) -> anyhow::Result<u64> {
-        let v: Value = reqwest::get(format!("{}/_sim/faults", self.sim().url()))
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let sum = |key: &str| -> u64 {
-            v[key]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r["fired"].as_u64())
-                .sum()
-        };
-        Ok(sum("faults") + sum("lb_faults"))
     }
 }
 
