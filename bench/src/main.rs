@@ -83,6 +83,10 @@ struct RunArgs {
     scale_pods: usize,
     #[arg(long, default_value_t = 2_000)]
     scale_services: usize,
+    /// scale: seconds the controller is left idle once everything is wired before its RSS is read again
+    /// (`extra.idle_rss_mib`): apiserver connections opened for the build close after 90 s idle.
+    #[arg(long, default_value_t = 120)]
+    scale_idle_s: u64,
     /// services: Services created at once, endpoints each, then a rolling update of this many endpoints
     /// behind one Service, this many replaced per step (one Endpoints update per step).
     #[arg(long, default_value_t = 200)]
@@ -585,6 +589,7 @@ async fn scale_all(
         let o = ScaleOpts {
             pods: a.scale_pods,
             services,
+            idle: Duration::from_secs(a.scale_idle_s),
             timeout,
         };
         scale::run(s, spec, &o, &mut *out).await?;

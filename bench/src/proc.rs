@@ -9,18 +9,27 @@ const USER_HZ: f64 = 100.0;
 pub struct Footprint {
     pub rss_mib: f64,
     pub peak_rss_mib: f64,
+    /// The anonymous part of the RSS (heap, stacks): the RSS less the binary's file pages, which are
+    /// shared and reclaimable (the controller's text is ~30 MB).
+    pub anon_mib: Option<f64>,
     pub cpu_s: f64,
 }
 
 /// RSS and peak RSS (VmHWM) in MiB from a `/proc/<pid>/status` text.
 pub fn parse_status(text: &str) -> Option<(f64, f64)> {
-    let kib = |key: &str| {
-        text.lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-    };
-    Some((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
+    Some((kib(text, "VmRSS:")? / 1024.0, kib(text, "VmHWM:")? / 1024.0))
+}
+
+/// `RssAnon` in MiB from a `/proc/<pid>/status` text.
+pub fn parse_anon(text: &str) -> Option<f64> {
+    Some(kib(text, "RssAnon:")? / 1024.0)
+}
+
+fn kib(text: &str, key: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
 }
 
 /// utime + stime in seconds from a `/proc/<pid>/stat` line (fields 14 and 15; the command name in
@@ -36,11 +45,13 @@ pub fn parse_stat(text: &str) -> Option<f64> {
 
 pub fn read(pid: u32) -> Option<Footprint> {
     let dir = Path::new("/proc").join(pid.to_string());
-    let (rss_mib, peak_rss_mib) = parse_status(&std::fs::read_to_string(dir.join("status")).ok()?)?;
+    let status = std::fs::read_to_string(dir.join("status")).ok()?;
+    let (rss_mib, peak_rss_mib) = parse_status(&status)?;
     let cpu_s = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
     Some(Footprint {
         rss_mib,
         peak_rss_mib,
+        anon_mib: parse_anon(&status),
         cpu_s,
     })
 }
@@ -54,6 +65,8 @@ mod tests {
         let t = "Name:\tkuryr-controller\nVmHWM:\t  40960 kB\nVmRSS:\t  20480 kB\n";
         assert_eq!(parse_status(t), Some((20.0, 40.0)));
         assert_eq!(parse_status("Name: x\n"), None);
+        assert_eq!(parse_anon("VmRSS:\t 3072 kB\nRssAnon:\t  1024 kB\n"), Some(1.0));
+        assert_eq!(parse_anon(t), None);
     }
 
     #[test]

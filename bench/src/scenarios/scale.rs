@@ -19,6 +19,8 @@ use crate::session::{Session, Settings, Spec};
 pub struct ScaleOpts {
     pub pods: usize,
     pub services: usize,
+    /// Idle time after the build before the RSS is read again.
+    pub idle: Duration,
     pub timeout: Duration,
 }
 
@@ -193,6 +195,24 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
             "peak_rss_mib".into(),
             crate::stats::round_ms(f.peak_rss_mib).into(),
         );
+        if let Some(anon) = f.anon_mib {
+            r.extra
+                .insert("rss_anon_mib".into(), crate::stats::round_ms(anon).into());
+        }
+    }
+    // Idle, then again: what an operator sees once the build is over (the apiserver connections the
+    // build opened are closed by then, and freed memory given back).
+    if !o.idle.is_zero() {
+        tokio::time::sleep(o.idle).await;
+        if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
+            r.extra
+                .insert("idle_rss_mib".into(), crate::stats::round_ms(f.rss_mib).into());
+            if let Some(anon) = f.anon_mib {
+                r.extra
+                    .insert("idle_rss_anon_mib".into(), crate::stats::round_ms(anon).into());
+            }
+        }
+        r.extra.insert("idle_s".into(), o.idle.as_secs().into());
     }
     // Restart and time the resync.
     let t0 = session.restart(s).await?;

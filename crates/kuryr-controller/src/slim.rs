@@ -1,16 +1,20 @@
 //! What the watch caches keep of an object. A reflector store holds every watched object for the life of
-//! the process, and `managedFields` (one entry per writer, often the largest part of an object) and
-//! kubectl's last-applied copy are read by nobody here. The Service, Endpoints, NetworkPolicy, namespace
-//! and Node watches map their streams through these before the store. Writes never send a cached object
-//! back (finalizers are JSON patches that test the list, statuses are applies of their own bodies), so
-//! nothing dropped here can be erased on the server.
+//! the process, and a reconcile is handed the cached object: each watch maps its stream through one of these
+//! before the store, and every field a reader here uses must be kept (the tests below pin them).
+//! `managedFields` (one entry per writer, often the largest part of an object) and kubectl's last-applied
+//! copy are read by nobody; of a Pod, the Pod front end and the policy compiler read a few fields only
+//! (see [`pod`]). Writes never send a cached object back (finalizers are JSON patches that test the list,
+//! statuses are applies of their own bodies), so nothing dropped here can be erased on the server.
 //!
-//! The Pod and KuryrPort caches keep whole objects: trimming them needs their controllers built from
-//! streams (`Controller::for_stream`), and that build left pods stuck in deletion under the chaos suite
-//! (26 of 27, seed 9432020286797568058) where `Controller::new` passes.
+//! Measured per object in `tests/footprint.rs` (docs/BENCHMARKS.md, "Scale").
 
-use kuryr_api::k8s_openapi::api::core::v1::Node;
-use kuryr_api::Resource;
+use std::fmt::Debug;
+
+use kube::runtime::controller::Controller;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kuryr_api::k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
+use kuryr_api::{Api, Resource};
+use serde::de::DeserializeOwned;
 
 /// `kubectl apply`'s copy of the whole object it applied: read by nobody here.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -22,6 +26,49 @@ pub fn meta<K: Resource>(o: &mut K) {
     if let Some(a) = m.annotations.as_mut() {
         a.remove(LAST_APPLIED);
     }
+}
+
+/// A Pod as it is read here: its metadata (name, namespace, uid, labels, annotations, finalizers,
+/// deletionTimestamp, owners), `spec.nodeName`, `spec.hostNetwork` and `status.phase` (the Pod front end,
+/// `kuryr_core::pod`), and its containers' names and named ports (the policy compiler resolves named
+/// ports). Volumes, tolerations, images, probes, env and the rest of the status go.
+pub fn pod(p: &mut Pod) {
+    meta(p);
+    if let Some(spec) = p.spec.take() {
+        let containers = spec
+            .containers
+            .into_iter()
+            .filter(|c| c.ports.as_ref().is_some_and(|p| !p.is_empty()))
+            .map(|c| Container {
+                name: c.name,
+                ports: c.ports,
+                ..Container::default()
+            })
+            .collect();
+        p.spec = Some(PodSpec {
+            node_name: spec.node_name,
+            host_network: spec.host_network,
+            containers,
+            ..PodSpec::default()
+        });
+    }
+    if let Some(status) = p.status.take() {
+        p.status = Some(PodStatus {
+            phase: status.phase,
+            ..PodStatus::default()
+        });
+    }
+}
+
+/// A controller whose cache holds the objects as `slim` leaves them, built as `Controller::new` builds its
+/// own (watcher, reflector, applied objects) with `slim` before the store.
+pub fn controller<K>(api: Api<K>, wc: watcher::Config, slim: fn(&mut K)) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, wc).modify(slim).reflect(writer).applied_objects();
+    Controller::for_stream(stream, store)
 }
 
 /// A Node as the parent-port lookups read it: name and `status.addresses` (InternalIPs). The image list
@@ -63,6 +110,69 @@ mod tests {
         assert_eq!(n.metadata.name.as_deref(), Some("node-1"));
         assert!(n.metadata.managed_fields.is_none());
         assert!(n.status.as_ref().is_some_and(|s| s.images.is_none()));
+    }
+
+    #[test]
+    fn a_slim_pod_keeps_what_the_front_end_and_the_policy_compiler_read() {
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-0", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7",
+                "labels": {"app": "web"},
+                "annotations": {"kuryr.openstack.org/refused": "x", LAST_APPLIED: "{}"},
+                "finalizers": ["kuryr.openstack.org/pod-finalizer"],
+                "deletionTimestamp": "2026-11-27T12:00:00Z",
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]
+            },
+            "spec": {
+                "nodeName": "node-1", "hostNetwork": false,
+                "containers": [
+                    {"name": "app", "image": "img", "ports": [{"name": "http", "containerPort": 8080}],
+                     "env": [{"name": "A", "value": "b"}]},
+                    {"name": "sidecar", "image": "img2"}
+                ],
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "tolerations": [{"key": "k", "operator": "Exists"}]
+            },
+            "status": {"phase": "Running", "podIP": "10.0.0.5",
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let before = (
+            kuryr_core::pod::pod_actions(&p, None),
+            kuryr_core::pod::is_terminal(&p),
+            kuryr_core::pod::is_static(&p),
+        );
+        pod(&mut p);
+        assert_eq!(
+            (
+                kuryr_core::pod::pod_actions(&p, None),
+                kuryr_core::pod::is_terminal(&p),
+                kuryr_core::pod::is_static(&p),
+            ),
+            before
+        );
+        assert_eq!(kuryr_core::pod::node_name(&p), Some("node-1"));
+        assert!(kuryr_core::pod::is_deleting(&p));
+        let m = &p.metadata;
+        assert_eq!(
+            (m.uid.as_deref(), m.resource_version.as_deref()),
+            (Some("uid-1"), Some("7"))
+        );
+        assert!(m.managed_fields.is_none());
+        assert_eq!(m.annotations.as_ref().map(|a| a.len()), Some(1));
+        let policy_pod = kuryr_core::policy::model::Pod::from_k8s(&p, "10.0.0.5".parse().unwrap()).unwrap();
+        assert_eq!(
+            policy_pod.resolve_port("http", kuryr_core::policy::model::Protocol::Tcp),
+            Some(8080)
+        );
+        assert_eq!(policy_pod.labels.get("app").map(String::as_str), Some("web"));
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.containers.len(), 1, "a container without ports is not read");
+        assert!(spec.containers[0].image.is_none() && spec.containers[0].env.is_none());
+        assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+        let status = p.status.as_ref().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status.conditions.is_none() && status.pod_ip.is_none());
     }
 
     #[test]

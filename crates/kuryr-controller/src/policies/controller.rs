@@ -23,7 +23,7 @@ use crate::errors::{Error, Result};
 use crate::policies::inputs::{build, Inputs, Objects};
 use crate::policies::neutron::{execute, observe, Applied, Target};
 use crate::policies::status::{policy_status, publish, Verdict};
-use crate::scope;
+use crate::{scope, slim};
 use kuryr_core::backoff::retry_delay;
 
 pub const CONTROLLER: &str = "networkpolicy";
@@ -67,11 +67,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let (policies, w_nps) = reflector::store();
     let (services, w_svcs) = reflector::store();
     macro_rules! feed {
-        ($api:expr, $wc:expr, $writer:expr, $what:literal) => {{
+        ($api:expr, $wc:expr, $writer:expr, $slim:expr, $what:literal) => {{
             let wake = wake.clone();
             watcher($api, $wc)
                 .default_backoff()
-                .modify(crate::slim::meta)
+                .modify($slim)
                 .reflect($writer)
                 .touched_objects()
                 .for_each(move |r| {
@@ -86,29 +86,33 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     }
     let c = &ctx.config;
     let watches = futures::future::join_all(vec![
-        feed!(ns_api, ns_wc, w_ns, "namespace watch"),
+        feed!(ns_api, ns_wc, w_ns, slim::meta, "namespace watch"),
         feed!(
             scoped::<Pod>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_pods,
+            slim::pod,
             "pod watch"
         ),
         feed!(
             scoped::<KuryrPort>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_kps,
+            slim::meta,
             "kuryrport watch"
         ),
         feed!(
             scoped::<NetworkPolicy>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_nps,
+            slim::meta,
             "networkpolicy watch"
         ),
         feed!(
             scoped::<Service>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_svcs,
+            slim::meta,
             "service watch"
         ),
     ]);

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use kube::runtime::controller::{self, Controller};
+use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -136,21 +136,11 @@ async fn serve(
 ) {
     let svc_api: Api<Service> = scope.api(&client);
     let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
-    // Caches fed slimmed objects (no managedFields, see crate::slim), built as Controller::new builds them.
-    let (klb_store, klb_writer) = reflector::store();
-    let klb_stream = watcher(klb_api.clone(), scope.objects())
-        .modify(slim::meta)
-        .reflect(klb_writer)
-        .applied_objects();
-    let mut klb_controller = Controller::for_stream(klb_stream, klb_store);
-    let (svc_store, svc_writer) = reflector::store();
-    let svc_stream = watcher(svc_api, scope.objects())
-        .modify(slim::meta)
-        .reflect(svc_writer)
-        .applied_objects();
+    // Caches fed slimmed objects (no managedFields, see crate::slim).
+    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::meta);
     // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
     // request's worth of memory; it only writes to the apiserver.
-    let mut svc_controller = Controller::for_stream(svc_stream, svc_store)
+    let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::meta)
         .owns(klb_api, scope.objects())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
 
