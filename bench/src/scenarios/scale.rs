@@ -201,7 +201,7 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
         }
     }
     // Idle, then again: what an operator sees once the build is over (the apiserver connections the
-    // build opened are closed by then, and freed memory given back).
+    // build opened are closed by then; whether the memory they held is given back is what this shows).
     if !o.idle.is_zero() {
         tokio::time::sleep(o.idle).await;
         if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {

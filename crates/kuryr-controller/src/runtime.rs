@@ -26,7 +26,8 @@ use crate::shutdown::run_controller;
 const POD_CONCURRENCY: u16 = 128;
 /// KuryrPort reconciles in flight at most. A reconcile in flight holds a future and, while it waits on the
 /// apiserver, an HTTP/1 connection of its own: after a restart every KuryrPort and Pod is due at once, and
-/// unbounded, 2,000 pods opened ~2,000 connections and took 90 MiB more than the 2,000 pods themselves.
+/// unbounded, a restart at 2,000 pods / 400 Services opened ~2,040 connections and held 212.7 MiB against
+/// 107.0 MiB with this cap (docs/BENCHMARKS.md, "Scale").
 /// Cloud calls are bounded by the client's own limit anyway, and reads of many reconciles share a list.
 const KURYRPORT_CONCURRENCY: u16 = 256;
 

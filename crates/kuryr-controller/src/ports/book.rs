@@ -29,6 +29,7 @@ struct Wiring {
 impl PortBook {
     /// The freshest status known for `kp`: the one in the object, unless this controller wrote a newer one
     /// the watch has not delivered yet.
+    ///
     /// Once the object shows exactly what was written, the copy is dropped: at 10k pods, a copy of every
     /// status held for the life of its KuryrPort was ~10 % of the controller's memory.
     pub fn status_of(&self, kp: &KuryrPort) -> KuryrPortStatus {
