@@ -306,6 +306,8 @@ async fn run(
         cluster_id: &cluster_id,
         project_id: None,
         node_trunks: &node_trunks,
+        // cloudsim: its port status is the only truth there is.
+        ovn_nb: None,
     };
     let t_settle = Instant::now();
     let mut operator = Operator::default();

@@ -10,6 +10,7 @@ mod chaos_kit;
 mod podnet;
 mod simnets;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
@@ -63,7 +64,9 @@ async fn burst(lab: &Lab, cloud: &TestCloud, kind: &str, pools: bool) -> anyhow:
     });
     let mut ctl = ControllerProc::new(&bin, args, logs.join("kuryr-controller.log"));
     ctl.start()?;
-    let result = scenario(cloud, &scope, &mut ctl).await;
+    // Real Neutron on the lab's OVN: its northbound database answers for a port Neutron still calls DOWN.
+    let ovn_nb = cloud.sim.is_none().then(|| lab.state_dir.join("ovn/nb.sock"));
+    let result = scenario(cloud, &scope, &mut ctl, ovn_nb.as_deref()).await;
     if let Err(e) = &result {
         eprintln!(
             "[{kind}] failed: {e:#}\ncontroller log ({}):\n{}",
@@ -80,7 +83,12 @@ async fn burst(lab: &Lab, cloud: &TestCloud, kind: &str, pools: bool) -> anyhow:
     result
 }
 
-async fn scenario(cloud: &TestCloud, scope: &Scope, ctl: &mut ControllerProc) -> anyhow::Result<()> {
+async fn scenario(
+    cloud: &TestCloud,
+    scope: &Scope,
+    ctl: &mut ControllerProc,
+    ovn_nb: Option<&Path>,
+) -> anyhow::Result<()> {
     let nodes: Vec<String> = cloud.trunks.keys().cloned().collect();
     let created = {
         let burst = podnet::create_pods(scope, "b", PODS, &nodes);
@@ -101,6 +109,7 @@ async fn scenario(cloud: &TestCloud, scope: &Scope, ctl: &mut ControllerProc) ->
         cluster_id: &scope.cluster_id,
         project_id: cloud.project_id.as_deref(),
         node_trunks: &cloud.trunks,
+        ovn_nb,
     };
     // A refill cut short by a kill is cleaned up by the next rebuild: poll until the state is clean.
     let counts = settle(&snap_scope, |c| c.clean()).await?;

@@ -2,7 +2,10 @@
 //! talk about, each from its own source of truth (Kubernetes for pods, endpoints and custom resources;
 //! Neutron and Octavia for ports, trunks, load balancers and members).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use anyhow::Context as _;
 
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::owners::live_uids;
@@ -25,6 +28,9 @@ pub struct Scope<'a> {
     pub project_id: Option<&'a str>,
     /// node name -> trunk id
     pub node_trunks: &'a BTreeMap<String, String>,
+    /// OVN's northbound database (a unix socket) when the cloud is a real Neutron on OVN: a port Neutron
+    /// calls DOWN is then asked about there too ([`PortView::ovn_up`]).
+    pub ovn_nb: Option<&'a Path>,
 }
 
 pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
@@ -71,11 +77,19 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
             owner_uid: o.owner.uid,
         })
         .collect();
+    let ovn_up = match s.ovn_nb {
+        Some(nb) if tagged.iter().any(|p| p.status != "ACTIVE") => Some(ovn_up_ports(nb).await?),
+        _ => None,
+    };
     snap.ports = tagged
         .into_iter()
         .map(|p| {
             let owner = Owner::from_tags(&p.tags);
             PortView {
+                ovn_up: match &ovn_up {
+                    Some(up) if p.status != "ACTIVE" => Some(up.contains(&p.id)),
+                    _ => None,
+                },
                 id: p.id,
                 owner_kind: owner.as_ref().map(|o| o.kind.clone()).unwrap_or_default(),
                 owner_uid: owner.map(|o| o.uid).unwrap_or_default(),
@@ -180,4 +194,31 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         });
     }
     Ok(snap)
+}
+
+/// The ports OVN has up: the names (Neutron port ids) of the `Logical_Switch_Port`s whose `up` is true.
+async fn ovn_up_ports(nb: &Path) -> anyhow::Result<HashSet<String>> {
+    let out = tokio::process::Command::new("ovn-nbctl")
+        .arg(format!("--db=unix:{}", nb.display()))
+        .args([
+            "--bare",
+            "--columns=name",
+            "find",
+            "Logical_Switch_Port",
+            "up=true",
+        ])
+        .output()
+        .await
+        .context("ovn-nbctl")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "ovn-nbctl: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
