@@ -2,6 +2,7 @@
 //! On ML2/OVN this is what decides whether the port carries traffic; Neutron's `status` field is only a copy
 //! of it, which can lag (docs/lab.md, "Neutron's port status on ML2/OVN").
 
+use std::collections::HashSet;
 use std::process::Command;
 
 use anyhow::{ensure, Context as _};
@@ -49,4 +50,15 @@ pub fn port_binding(port_id: &str) -> anyhow::Result<PortBinding> {
         up: up == "true",
         chassis,
     })
+}
+
+/// The Neutron ports OVN has up: the `logical_port` of every `Port_Binding` whose `up` is true.
+pub fn up_ports() -> anyhow::Result<HashSet<String>> {
+    let names = sbctl(&["--columns=logical_port", "find", "Port_Binding", "up=true"])?;
+    Ok(names
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
 }

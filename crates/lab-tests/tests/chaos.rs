@@ -307,7 +307,7 @@ async fn run(
         project_id: None,
         node_trunks: &node_trunks,
         // cloudsim: its port status is the only truth there is.
-        ovn_nb: None,
+        ask_ovn: false,
     };
     let t_settle = Instant::now();
     let mut operator = Operator::default();

@@ -10,7 +10,6 @@ mod chaos_kit;
 mod podnet;
 mod simnets;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
@@ -64,9 +63,7 @@ async fn burst(lab: &Lab, cloud: &TestCloud, kind: &str, pools: bool) -> anyhow:
     });
     let mut ctl = ControllerProc::new(&bin, args, logs.join("kuryr-controller.log"));
     ctl.start()?;
-    // Real Neutron on the lab's OVN: its northbound database answers for a port Neutron still calls DOWN.
-    let ovn_nb = cloud.sim.is_none().then(|| lab.state_dir.join("ovn/nb.sock"));
-    let result = scenario(cloud, &scope, &mut ctl, ovn_nb.as_deref()).await;
+    let result = scenario(cloud, &scope, &mut ctl).await;
     if let Err(e) = &result {
         eprintln!(
             "[{kind}] failed: {e:#}\ncontroller log ({}):\n{}",
@@ -83,12 +80,7 @@ async fn burst(lab: &Lab, cloud: &TestCloud, kind: &str, pools: bool) -> anyhow:
     result
 }
 
-async fn scenario(
-    cloud: &TestCloud,
-    scope: &Scope,
-    ctl: &mut ControllerProc,
-    ovn_nb: Option<&Path>,
-) -> anyhow::Result<()> {
+async fn scenario(cloud: &TestCloud, scope: &Scope, ctl: &mut ControllerProc) -> anyhow::Result<()> {
     let nodes: Vec<String> = cloud.trunks.keys().cloned().collect();
     let created = {
         let burst = podnet::create_pods(scope, "b", PODS, &nodes);
@@ -109,7 +101,8 @@ async fn scenario(
         cluster_id: &scope.cluster_id,
         project_id: cloud.project_id.as_deref(),
         node_trunks: &cloud.trunks,
-        ovn_nb,
+        // Real Neutron on the lab's OVN: OVN answers for a port Neutron still calls DOWN.
+        ask_ovn: cloud.sim.is_none(),
     };
     // A refill cut short by a kill is cleaned up by the next rebuild: poll until the state is clean.
     let counts = settle(&snap_scope, |c| c.clean()).await?;

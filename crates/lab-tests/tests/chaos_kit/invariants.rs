@@ -39,8 +39,8 @@ pub struct PortView {
     pub owner_uid: String,
     /// Neutron's `status`.
     pub status: String,
-    /// Whether OVN has the port up (`Logical_Switch_Port.up`), where the snapshot could ask OVN (the lab's
-    /// real Neutron): the dataplane's own answer, which Neutron's `status` only copies, late on a busy
+    /// Whether OVN has the port up (Southbound `Port_Binding.up`), where the snapshot could ask OVN (the
+    /// lab's real Neutron): the dataplane's own answer, which Neutron's `status` only copies, late on a busy
     /// Neutron (docs/pod-networking.md). `None`: not asked (cloudsim, or the port is ACTIVE).
     pub ovn_up: Option<bool>,
 }

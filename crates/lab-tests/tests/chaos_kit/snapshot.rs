@@ -2,10 +2,7 @@
 //! talk about, each from its own source of truth (Kubernetes for pods, endpoints and custom resources;
 //! Neutron and Octavia for ports, trunks, load balancers and members).
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
-
-use anyhow::Context as _;
+use std::collections::BTreeMap;
 
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::owners::live_uids;
@@ -28,9 +25,9 @@ pub struct Scope<'a> {
     pub project_id: Option<&'a str>,
     /// node name -> trunk id
     pub node_trunks: &'a BTreeMap<String, String>,
-    /// OVN's northbound database (a unix socket) when the cloud is a real Neutron on OVN: a port Neutron
-    /// calls DOWN is then asked about there too ([`PortView::ovn_up`]).
-    pub ovn_nb: Option<&'a Path>,
+    /// The cloud is the lab's real Neutron on OVN: a port Neutron calls DOWN is asked about in OVN too
+    /// ([`PortView::ovn_up`]).
+    pub ask_ovn: bool,
 }
 
 pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
@@ -77,9 +74,10 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
             owner_uid: o.owner.uid,
         })
         .collect();
-    let ovn_up = match s.ovn_nb {
-        Some(nb) if tagged.iter().any(|p| p.status != "ACTIVE") => Some(ovn_up_ports(nb).await?),
-        _ => None,
+    let ovn_up = if s.ask_ovn && tagged.iter().any(|p| p.status != "ACTIVE") {
+        Some(lab_tests::ovn::up_ports()?)
+    } else {
+        None
     };
     snap.ports = tagged
         .into_iter()
@@ -194,31 +192,4 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         });
     }
     Ok(snap)
-}
-
-/// The ports OVN has up: the names (Neutron port ids) of the `Logical_Switch_Port`s whose `up` is true.
-async fn ovn_up_ports(nb: &Path) -> anyhow::Result<HashSet<String>> {
-    let out = tokio::process::Command::new("ovn-nbctl")
-        .arg(format!("--db=unix:{}", nb.display()))
-        .args([
-            "--bare",
-            "--columns=name",
-            "find",
-            "Logical_Switch_Port",
-            "up=true",
-        ])
-        .output()
-        .await
-        .context("ovn-nbctl")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "ovn-nbctl: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect())
 }
