@@ -3,6 +3,7 @@
 //! KuryrPort ([`book`]), the status ([`status`]) and the controller itself ([`reconcile`]).
 
 pub mod allocate;
+pub mod attach_queue;
 pub mod book;
 pub mod macvlan;
 pub mod macvlan_state;

@@ -14,10 +14,11 @@ use kuryr_core::{VlanBook, VlanRange};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::Cloud;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::convert;
 use crate::errors::{Error, Result};
+use crate::ports::attach_queue::{AttachQueues, Joined, Turn, Waiter};
 use crate::toolkit::lock;
 
 /// `add_subports` tries per port: a 409 means another writer took the id; re-read the trunk and go again.
@@ -36,6 +37,8 @@ pub struct Parent {
 pub struct Trunks {
     vlans: Mutex<VlanBook>,
     parents: Mutex<HashMap<String, Parent>>,
+    /// Single-port attaches waiting for the call in flight to their trunk.
+    queues: AttachQueues,
 }
 
 impl Trunks {
@@ -43,6 +46,7 @@ impl Trunks {
         Self {
             vlans: Mutex::new(VlanBook::new(range)),
             parents: Mutex::default(),
+            queues: AttachQueues::default(),
         }
     }
 
@@ -116,8 +120,68 @@ impl Trunks {
         self.book().for_trunk(trunk);
     }
 
-    /// Reserves a VLAN on the trunk and adds the port as subport; returns the committed id.
+    /// Reserves a VLAN on the trunk and adds the port as subport; returns the committed id. While another
+    /// call to the same trunk is in flight the port waits, then goes with every port that waited with it in
+    /// one call ([`crate::ports::attach_queue`]).
     pub async fn attach(&self, cloud: &Cloud, node: &str, parent: &Parent, port_id: &str) -> Result<u16> {
+        let trunk_id = parent.trunk_id.as_str();
+        loop {
+            let others = match self.queues.join(trunk_id, port_id) {
+                Joined::Lead => Vec::new(),
+                Joined::Wait(rx) => match rx.await {
+                    Ok(Turn::Done(result)) => return result,
+                    Ok(Turn::Lead(others)) => others,
+                    // Its leader was cancelled holding this port's turn: queue again.
+                    Err(_) => continue,
+                },
+            };
+            let _turn = self.queues.turn(trunk_id);
+            return self.attach_batch(cloud, node, parent, port_id, others).await;
+        }
+    }
+
+    /// One call for `port_id` and the waiters' ports; each waiter is told its own outcome. Neutron takes a
+    /// batch all or none, so when the batch fails each port is tried alone: one bad port fails only its pod.
+    async fn attach_batch(
+        &self,
+        cloud: &Cloud,
+        node: &str,
+        parent: &Parent,
+        port_id: &str,
+        others: Vec<Waiter>,
+    ) -> Result<u16> {
+        if others.is_empty() {
+            return self.attach_one(cloud, node, parent, port_id).await;
+        }
+        let ids: Vec<String> = std::iter::once(port_id.to_owned())
+            .chain(others.iter().map(|w| w.port_id.clone()))
+            .collect();
+        debug!(
+            trunk = parent.trunk_id,
+            ports = ids.len(),
+            "attaching waiting ports in one call"
+        );
+        match self.attach_many(cloud, node, parent, &ids).await {
+            Ok(vlans) => {
+                let mut vlans = vlans.into_iter().map(|(_, vlan)| vlan);
+                let mine = vlans.next();
+                for (w, vlan) in others.into_iter().zip(vlans) {
+                    w.done(Ok(vlan));
+                }
+                mine.ok_or_else(|| Error::Unexpected("add_subports answered without the port".into()))
+            }
+            Err(e) => {
+                warn!(trunk = parent.trunk_id, ports = ids.len(), error = %e, "batched add_subports failed; each port alone");
+                for w in others {
+                    let result = self.attach_one(cloud, node, parent, &w.port_id).await;
+                    w.done(result);
+                }
+                self.attach_one(cloud, node, parent, port_id).await
+            }
+        }
+    }
+
+    async fn attach_one(&self, cloud: &Cloud, node: &str, parent: &Parent, port_id: &str) -> Result<u16> {
         let ids = [port_id.to_owned()];
         let vlans = self.attach_many(cloud, node, parent, &ids).await?;
         vlans

@@ -98,3 +98,81 @@ async fn ports_a_crash_left_tagged_for_the_pod_are_deleted_before_the_status_nam
         "the leftover's VLAN was taken when the new port was attached; only the new subport is left"
     );
 }
+
+/// A burst of pods on one VM: the per-pod attaches that arrive while an `add_subports` to the trunk is in
+/// flight go together in the next call, each port at a VLAN of its own.
+#[tokio::test]
+async fn attaches_to_one_trunk_at_once_share_add_subports_calls_each_at_its_own_vlan() {
+    use kuryr_cloudsim::profile::{Dist, LatencySpec};
+    use kuryr_controller::ports::trunk::Parent;
+
+    const N: usize = 12;
+    let cloud = TestCloud::start().await;
+    let h = harness(&cloud, |c| c.pools_enabled = false);
+    let ids = new_ports(&cloud, N).await;
+    // Every call instant but add_subports (100 ms), so the attaches overlap it.
+    let mut profile = kuryr_cloudsim::Profile::zero();
+    profile.time_scale = 1.0;
+    profile.latency.default = LatencySpec::Plain(Dist::Ms(0.0));
+    profile.latency.ops = [(
+        "neutron.trunks.add_subports".to_owned(),
+        LatencySpec::Plain(Dist::Ms(100.0)),
+    )]
+    .into();
+    cloud.sim.set_profile(profile);
+    cloud.sim.clear_calls();
+    let vm = ports::get(&cloud.cloud, &cloud.vm_port_id).await.unwrap();
+    let parent = Parent {
+        port_id: vm.id.clone(),
+        trunk_id: cloud.trunk_id.clone(),
+        mac: vm.mac_address.clone(),
+    };
+
+    let got = futures::future::join_all(
+        ids.iter()
+            .map(|id| h.ctx.trunks.attach(&h.ctx.cloud, "worker-1", &parent, id)),
+    )
+    .await;
+    let batched = cloud.calls("neutron.trunks.add_subports");
+
+    let vlans: Vec<u16> = got.into_iter().map(|r| r.unwrap()).collect();
+    let distinct: std::collections::BTreeSet<u16> = vlans.iter().copied().collect();
+    assert_eq!(distinct.len(), N, "a VLAN each: {vlans:?}");
+    let mut on_trunk = cloud.subports().await;
+    on_trunk.sort();
+    let mut want: Vec<(String, u32)> = ids
+        .iter()
+        .cloned()
+        .zip(vlans.iter().map(|v| u32::from(*v)))
+        .collect();
+    want.sort();
+    assert_eq!(on_trunk, want, "each port on the trunk at the VLAN it was told");
+    // The first goes alone; the 11 that arrived during it go together.
+    assert!(batched <= 2, "{batched} add_subports calls for {N} ports");
+
+    // A batch holding a port Neutron refuses (deleted meanwhile): each port is tried alone, so only that
+    // pod's attach fails.
+    let more = new_ports(&cloud, 4).await;
+    ports::delete(&cloud.cloud, &more[2]).await.unwrap();
+    let got = futures::future::join_all(
+        more.iter()
+            .map(|id| h.ctx.trunks.attach(&h.ctx.cloud, "worker-1", &parent, id)),
+    )
+    .await;
+    let failed: Vec<usize> = (0..more.len()).filter(|i| got[*i].is_err()).collect();
+    assert_eq!(failed, [2], "{got:?}");
+    let on_trunk: Vec<String> = cloud.subports().await.into_iter().map(|(p, _)| p).collect();
+    for (i, id) in more.iter().enumerate() {
+        assert_eq!(on_trunk.contains(id), i != 2, "port {i}");
+    }
+}
+
+/// `n` unattached ports on the pod subnet.
+async fn new_ports(cloud: &TestCloud, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let on_subnet = CreatePort::on_subnet(&cloud.network_id, &cloud.subnet_id);
+        ids.push(ports::create(&cloud.cloud, &on_subnet).await.unwrap().id);
+    }
+    ids
+}
