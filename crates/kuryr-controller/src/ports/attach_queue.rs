@@ -1,9 +1,8 @@
 //! Coalescing of single-port attaches per trunk (nested-vlan, the per-pod path). While one `add_subports`
 //! to a trunk is in flight, the ports of other pods for the same trunk wait here; when it returns, the first
 //! of them leads ONE call for all of them. A burst of pods on one VM thus costs Neutron a few calls instead
-//! of one per pod, and the calls to one trunk no longer race each other for VLAN ids (a 409 each time two
-//! picked the same). On ML2/OVN each call is also one round of ovn-controller claims on the VM's interface,
-//! which sets the parent and every subport on it down and up again (docs/pod-networking.md).
+//! of one per pod. Measured on the lab's real Neutron: 100 pods, 17 calls instead of 105, p99 1.6× lower
+//! (docs/BENCHMARKS.md).
 //!
 //! No lock is held across an await: the queue is a map of waiters per trunk whose key, while present, says
 //! "a call is in flight". A leader hands over in a drop guard, so a cancelled leader cannot strand its
