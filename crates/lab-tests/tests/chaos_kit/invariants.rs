@@ -182,8 +182,10 @@ fn wired_once(s: &Snapshot, c: &mut Counts) {
                 .get(vif.port_id.as_str())
                 .ok_or("its port is not in the cloud")?;
             let lagging = port.status != "ACTIVE";
-            if lagging && port.ovn_up != Some(true) {
-                return Err("its port is not ACTIVE");
+            match (lagging, port.ovn_up) {
+                (true, None) => return Err("its port is not ACTIVE"),
+                (true, Some(false)) => return Err("its port is not ACTIVE, nor up in OVN"),
+                _ => {}
             }
             let trunk = s.node_trunks.get(&pod.node).ok_or("no trunk for its node")?;
             if vif.trunk.as_ref() != Some(trunk) {
