@@ -244,13 +244,13 @@ async fn scenario(
             // On a busy Neutron the ACTIVE status trails OVN by its event queue (measured: a subport up in OVN
             // at 18:35:31, "OVN reports status up" handled at 18:42:41; docs/pod-networking.md). When OVN has
             // every missing port up, the controller is waiting on Neutron's copy: wait once more for it.
+            let up = lab_tests::ovn::up_ports().ok();
             let up_in_ovn = missing.len() == names.len()
                 && missing.iter().all(|kp| {
                     kp.status
                         .as_ref()
                         .and_then(|s| s.default_vif().map(|(_, v)| v.port_id.clone()))
-                        .and_then(|id| lab_tests::ovn::port_binding(&id).ok())
-                        .is_some_and(|b| b.up)
+                        .is_some_and(|id| up.as_ref().is_some_and(|u| u.contains(&id)))
                 });
             if up_in_ovn && !extended {
                 eprintln!(

@@ -115,20 +115,23 @@ impl Drop for LeadTurn<'_> {
 mod tests {
     use super::*;
 
+    /// Joins as a waiter (a call to `trunk` is in flight).
+    fn waits(q: &AttachQueues, trunk: &str, port: &str) -> oneshot::Receiver<Turn> {
+        match q.join(trunk, port) {
+            Joined::Wait(rx) => rx,
+            Joined::Lead => panic!("{port} should wait"),
+        }
+    }
+
     #[test]
     fn the_first_port_leads_and_the_next_ones_wait_until_it_hands_over_to_the_oldest() {
         let q = AttachQueues::default();
         assert!(matches!(q.join("t1", "p1"), Joined::Lead));
-        let Joined::Wait(rx2) = q.join("t1", "p2") else {
-            panic!("p2 should wait")
-        };
-        let Joined::Wait(mut rx3) = q.join("t1", "p3") else {
-            panic!("p3 should wait")
-        };
+        let mut rx2 = waits(&q, "t1", "p2");
+        let mut rx3 = waits(&q, "t1", "p3");
         // Another trunk is independent.
         assert!(matches!(q.join("t2", "p9"), Joined::Lead));
         drop(q.turn("t1"));
-        let mut rx2 = rx2;
         match rx2.try_recv() {
             Ok(Turn::Lead(others)) => {
                 assert_eq!(
@@ -149,12 +152,8 @@ mod tests {
     fn a_waiter_gone_is_skipped_and_the_batch_goes_to_the_next() {
         let q = AttachQueues::default();
         assert!(matches!(q.join("t1", "p1"), Joined::Lead));
-        let Joined::Wait(rx2) = q.join("t1", "p2") else {
-            panic!()
-        };
-        let Joined::Wait(mut rx3) = q.join("t1", "p3") else {
-            panic!()
-        };
+        let rx2 = waits(&q, "t1", "p2");
+        let mut rx3 = waits(&q, "t1", "p3");
         drop(rx2);
         drop(q.turn("t1"));
         match rx3.try_recv() {
@@ -167,10 +166,7 @@ mod tests {
     fn with_every_waiter_gone_the_trunk_is_free_again() {
         let q = AttachQueues::default();
         assert!(matches!(q.join("t1", "p1"), Joined::Lead));
-        let Joined::Wait(rx2) = q.join("t1", "p2") else {
-            panic!()
-        };
-        drop(rx2);
+        drop(waits(&q, "t1", "p2"));
         drop(q.turn("t1"));
         assert!(matches!(q.join("t1", "p3"), Joined::Lead));
     }
