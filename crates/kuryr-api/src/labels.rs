@@ -7,6 +7,15 @@ pub const KURYR_FQDN: &str = "kuryr.openstack.org";
 /// its own node name, so this label (not `spec.podNodeName`) is what scopes the daemon's watch.
 pub const NODE_NAME: &str = "kuryr.openstack.org/nodeName";
 
+/// On a Node: the VIF driver that wires its pods (`neutron-vif`, `nested-vlan`, `nested-macvlan`), over the
+/// controller's `--vif-driver`. For clusters that mix kinds of nodes: VMs booted on trunk ports beside
+/// bare-metal nodes, or VMs without 802.1Q.
+pub const POD_VIF: &str = "kuryr.openstack.org/pod-vif";
+
+/// Upstream Kuryr's node label of the same meaning (its multi pool driver), honoured so that nodes
+/// labelled for upstream keep their driver after a migration.
+pub const UPSTREAM_POD_VIF: &str = "pod_vif";
+
 /// Label selector string matching the KuryrPorts of one node, for a node-scoped watch.
 pub fn node_name_selector(node: &str) -> String {
     format!("{NODE_NAME}={node}")

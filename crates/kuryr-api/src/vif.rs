@@ -33,6 +33,13 @@ impl VifType {
         }
     }
 
+    /// The type of this name among those kuryr-rs creates ports for (not `nested-dpdk`).
+    pub fn creatable(name: &str) -> Option<Self> {
+        [Self::NeutronVif, Self::NestedVlan, Self::NestedMacvlan]
+            .into_iter()
+            .find(|t| t.as_str() == name)
+    }
+
     /// Nested types hang off the node VM's own Neutron port.
     pub fn is_nested(self) -> bool {
         !matches!(self, Self::NeutronVif)

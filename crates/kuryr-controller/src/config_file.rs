@@ -111,6 +111,20 @@ pub const UPSTREAM_OPTIONS: &[(&str, &str, Upstream)] = &[
         Upstream::Dropped("pools refill on demand"),
     ),
     (
+        "vif_pool",
+        "vif_pool_mapping",
+        Upstream::Dropped(
+            "a Node's driver is its pod_vif (or kuryr.openstack.org/pod-vif) label; pools follow it",
+        ),
+    ),
+    (
+        "vif_pool",
+        "pools_vif_drivers",
+        Upstream::Dropped(
+            "a Node's driver is its pod_vif (or kuryr.openstack.org/pod-vif) label; pools follow it",
+        ),
+    ),
+    (
         "neutron",
         "auth_url",
         Upstream::Dropped("use clouds.yaml (--os-cloud / --clouds-yaml) or OS_* variables"),

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::networks::{self, SubnetMode};
 use crate::pods::frontend;
 use crate::policies;
-use crate::ports::{macvlan, pool, reconcile};
+use crate::ports::{macvlan, node_vif, pool, reconcile};
 use crate::shutdown::run_controller;
 
 /// Pod front-end reconciles in flight at most: each is two apiserver writes at most.
@@ -213,11 +213,16 @@ pub fn extra_controllers(
 /// nested-macvlan: the node VM ports' address pairs whose pod port is gone are dropped once the node cache
 /// has synced, then every `pairs_sweep_interval` (see [`macvlan::sweep_stale_pairs`]). Never ends by itself.
 async fn macvlan_pairs_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
-    if ctx.config.vif_type != VifType::NestedMacvlan || nodes.wait_until_ready().await.is_err() {
+    if nodes.wait_until_ready().await.is_err() {
         return std::future::pending().await;
     }
     loop {
-        for node in nodes.state() {
+        // Only nodes whose pods are nested-macvlan (the controller's driver, or a node's pod-vif label).
+        let macvlan_nodes = nodes
+            .state()
+            .into_iter()
+            .filter(|n| node_vif::of_node(&ctx, &n.name_any()).ok() == Some(VifType::NestedMacvlan));
+        for node in macvlan_nodes {
             let swept = async {
                 let vm_port = macvlan::vm_port_of(&ctx, &node.name_any()).await?;
                 macvlan::sweep_stale_pairs(&ctx, &vm_port).await
@@ -256,7 +261,7 @@ async fn pool_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
             live.insert(PoolParent::Host(name.clone()));
             if let Some(p) = ctx.trunks.parent(&name) {
                 live.insert(PoolParent::Trunk(p.trunk_id));
-            } else if ctx.config.vif_type == VifType::NestedVlan {
+            } else if node_vif::of_node(&ctx, &name).ok() == Some(VifType::NestedVlan) {
                 // Not looked up yet (e.g. pools rebuilt after a restart): find it, or its pools look dead.
                 match ctx.trunks.parent_of(&ctx.cloud, &node).await {
                     Ok(p) => {

@@ -2,7 +2,7 @@
 //! Neutron and Kubernetes state); nothing here talks to a server, so all of it is tested without one.
 //!
 //! Pod networking: [`vlan`] (per-trunk VLAN ids), [`pool`] / [`pool_sizing`] (warm port pools),
-//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle), [`kuryrport`] (status and release),
+//! [`vif`] / [`drivers`] (port requests and the KuryrPort status entry), [`pod`] (which pods we handle), [`node_vif`] (which driver a node's pods get), [`kuryrport`] (status and release),
 //! on the cloud values of [`neutron`]. NetworkPolicy compilation lives in `policy`; Services → Octavia in
 //! [`lb`].
 
@@ -18,6 +18,7 @@ pub mod gc;
 pub mod kuryrport;
 pub mod lb;
 pub mod neutron;
+pub mod node_vif;
 pub mod owner;
 pub mod parent;
 pub mod pod;

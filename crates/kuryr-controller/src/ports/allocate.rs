@@ -15,11 +15,14 @@ use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::pool::{self, Target};
-use crate::ports::{macvlan, nested_vlan, podport};
+use crate::ports::{macvlan, nested_vlan, node_vif, podport};
 
-/// The VIF type of a KuryrPort: its spec's, else the controller's.
-pub fn vif_type(ctx: &Context, kp: &KuryrPort) -> VifType {
-    kp.spec.vif_type.unwrap_or(ctx.config.vif_type)
+/// The VIF type of a KuryrPort: its spec's, else its node's ([`node_vif::of_node`]).
+pub fn vif_type(ctx: &Context, kp: &KuryrPort) -> Result<VifType> {
+    match kp.spec.vif_type {
+        Some(t) => Ok(t),
+        None => node_vif::of_node(ctx, &kp.spec.pod_node_name),
+    }
 }
 
 fn driver(ctx: &Context, vif_type: VifType) -> Result<Box<dyn VifDriver + Send + Sync>> {

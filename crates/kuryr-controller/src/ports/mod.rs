@@ -8,6 +8,7 @@ pub mod book;
 pub mod macvlan;
 pub mod macvlan_state;
 pub mod nested_vlan;
+pub mod node_vif;
 pub mod podport;
 pub mod pool;
 pub mod pool_state;

@@ -34,6 +34,7 @@ use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::networks::SubnetMode;
+use crate::ports::node_vif;
 pub use crate::ports::pool_state::{PoolState, Target};
 use crate::toolkit::lock;
 
@@ -490,7 +491,10 @@ async fn create_batch_once(
 
 /// Tops the pool up to its low watermark in the background: only what the creates in flight do not cover.
 fn spawn_top_up(ctx: &Arc<Context>, target: Target) {
-    let Some(driver) = kuryr_core::driver_for(ctx.config.vif_type, &ctx.config.driver) else {
+    let Ok(vif_type) = node_vif::of_node(ctx, &target.node_name) else {
+        return;
+    };
+    let Some(driver) = kuryr_core::driver_for(vif_type, &ctx.config.driver) else {
         return;
     };
     let reserved = reserve(ctx, &target);

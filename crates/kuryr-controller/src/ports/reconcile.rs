@@ -71,7 +71,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     ctx.book.first_seen(&pod_uid);
     let mut st = ctx.book.status_of(kp);
     if st.vifs.is_empty() {
-        let vif_type = allocate::vif_type(ctx, kp);
+        let vif_type = allocate::vif_type(ctx, kp)?;
         let sgs = allocate::pod_security_groups(ctx, kp).await?;
         let pod = facts(kp, &ctx.project_id, sgs)?;
         let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;

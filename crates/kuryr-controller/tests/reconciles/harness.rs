@@ -148,6 +148,15 @@ pub struct Harness {
 }
 
 pub fn harness(cloud: &TestCloud, tweak: impl FnOnce(&mut Config)) -> Harness {
+    harness_on_node(cloud, &[], tweak)
+}
+
+/// [`harness`] whose Node carries these labels (e.g. `kuryr.openstack.org/pod-vif`).
+pub fn harness_on_node(
+    cloud: &TestCloud,
+    labels: &[(&str, &str)],
+    tweak: impl FnOnce(&mut Config),
+) -> Harness {
     let (client, api) = apiserver::client();
     let mut config = Config::new("reconcile-test", &cloud.subnet_id);
     config.project_id = Some(cloud.project_id.clone());
@@ -155,7 +164,7 @@ pub fn harness(cloud: &TestCloud, tweak: impl FnOnce(&mut Config)) -> Harness {
     // Both caches synced, as after the watches' first list: the node, and no KuryrPort yet.
     let (nodes, mut node_writer) = reflector::store::<Node>();
     node_writer.apply_watcher_event(&watcher::Event::Init);
-    node_writer.apply_watcher_event(&watcher::Event::InitApply(node(&cloud.vm_ip)));
+    node_writer.apply_watcher_event(&watcher::Event::InitApply(node(&cloud.vm_ip, labels)));
     node_writer.apply_watcher_event(&watcher::Event::InitDone);
     let (kps, mut kp_writer): (Store<KuryrPort>, Writer<KuryrPort>) = reflector::store();
     kp_writer.apply_watcher_event(&watcher::Event::Init);
@@ -179,11 +188,17 @@ pub fn harness(cloud: &TestCloud, tweak: impl FnOnce(&mut Config)) -> Harness {
     }
 }
 
-fn node(ip: &str) -> Node {
+fn node(ip: &str, labels: &[(&str, &str)]) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(NODE.into()),
             uid: Some("node-uid".into()),
+            labels: (!labels.is_empty()).then(|| {
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            }),
             ..ObjectMeta::default()
         },
         status: Some(NodeStatus {

@@ -1,12 +1,13 @@
 //! The KuryrPort reconcile: a port of its own, a pool miss and a pool hit, and what a crash left behind.
 
 use kuryr_api::conditions::{is_condition_true, READY};
+use kuryr_api::{labels, VifType};
 use kuryr_core::owner::OwnerKind;
 use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 use kuryr_openstack::Owner;
 
-use crate::harness::{harness, kuryrport, vif, TestCloud};
+use crate::harness::{harness, harness_on_node, kuryrport, vif, TestCloud};
 
 #[tokio::test]
 async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_status() {
@@ -31,6 +32,54 @@ async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_sta
         (OwnerKind::KuryrPort.as_str(), "pod-web-0")
     );
     assert_eq!(cloud.calls("neutron.ports.bulk_create"), 1);
+}
+
+#[tokio::test]
+async fn a_nodes_pod_vif_label_overrides_the_controllers_driver_and_a_bad_one_says_which_label() {
+    // The controller defaults to nested-macvlan; this node is a VM on a trunk, labelled nested-vlan.
+    let cloud = TestCloud::start().await;
+    let mut h = harness_on_node(&cloud, &[(labels::POD_VIF, "nested-vlan")], |c| {
+        c.pools_enabled = false;
+        c.vif_type = VifType::NestedMacvlan;
+    });
+    let kp = h.add_kuryrport(&kuryrport("web-0"));
+    h.reconcile(&kp).await.unwrap();
+    let kp = h.kuryrport_now(&kp);
+    assert_eq!(vif(&kp).vif_type, VifType::NestedVlan);
+    assert_eq!(cloud.subports().await, vec![(vif(&kp).port_id.clone(), 1)]);
+
+    // Upstream's label works too; ours wins when both are set.
+    let cloud = TestCloud::start().await;
+    let mut h = harness_on_node(
+        &cloud,
+        &[
+            (labels::UPSTREAM_POD_VIF, "nested-vlan"),
+            (labels::POD_VIF, "nested-macvlan"),
+        ],
+        |c| c.pools_enabled = false,
+    );
+    let kp = h.add_kuryrport(&kuryrport("web-1"));
+    h.reconcile(&kp).await.unwrap();
+    assert_eq!(vif(&h.kuryrport_now(&kp)).vif_type, VifType::NestedMacvlan);
+    assert!(
+        cloud.subports().await.is_empty(),
+        "nested-macvlan attaches no subport"
+    );
+
+    // A label naming no driver: no port, and the error names the label and its value.
+    let cloud = TestCloud::start().await;
+    let mut h = harness_on_node(&cloud, &[(labels::POD_VIF, "vlan")], |c| c.pools_enabled = false);
+    let kp = h.add_kuryrport(&kuryrport("web-2"));
+    let err = h.reconcile(&kp).await.unwrap_err();
+    assert!(err.is_permanent(), "{err}");
+    assert!(
+        err.to_string().contains(r#"kuryr.openstack.org/pod-vif="vlan""#),
+        "{err}"
+    );
+    assert!(
+        cloud.pod_ports().await.is_empty(),
+        "no port for a pod whose driver is unknown"
+    );
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kuryr_api::k8s_openapi::apimachinery::pkg::version::Info;
-use kuryr_api::{kube_version, CustomResourceDefinition, Node, VifType};
+use kuryr_api::{kube_version, labels, CustomResourceDefinition, Node, VifType};
 use kuryr_core::neutron::NeutronPort;
+use kuryr_core::node_vif::node_vif_type;
 use kuryr_core::parent::{find_trunk_parent, find_vm_port, internal_ips};
 use kuryr_core::CoreError;
 use serde::Serialize;
@@ -454,23 +455,33 @@ fn crds(f: &Facts) -> Check {
     }
 }
 
-/// Each Node's VM port as the controller will look for it: nested-vlan needs the port holding the Node's
-/// InternalIP to be a trunk parent, nested-macvlan only needs the port. One summary line, then one line
-/// per Node that fails (named, with its addresses).
+/// What a Node's VIF driver needs of the port holding its InternalIP; `None`: its pods get ports of their own.
+fn port_needed(driver: VifType) -> Option<&'static str> {
+    match driver {
+        VifType::NestedVlan => Some("trunk parent port"),
+        VifType::NestedMacvlan => Some("Neutron port"),
+        _ => None,
+    }
+}
+
+/// Each Node's VM port as the controller will look for it, by the Node's driver (its
+/// `kuryr.openstack.org/pod-vif` label, else `--vif-driver`): nested-vlan needs the port holding the Node's
+/// InternalIP to be a trunk parent, nested-macvlan only needs the port, neutron-vif nothing. One summary
+/// line, then one line per Node that fails (named, with its addresses).
 fn node_ports(f: &Facts) -> Vec<Check> {
     const NAME: &str = "node parent ports";
-    let need = match f.vif_driver {
-        VifType::NestedVlan => "trunk parent port",
-        VifType::NestedMacvlan => "Neutron port",
-        other => {
-            return vec![check(
-                NAME,
-                Outcome::Skip,
-                format!("vif driver {other}: pods get ports of their own, the Nodes' ports are not used"),
-            )]
-        }
+    let own_ports = || {
+        check(
+            NAME,
+            Outcome::Skip,
+            format!(
+                "vif driver {}: pods get ports of their own, the Nodes' ports are not used",
+                f.vif_driver
+            ),
+        )
     };
     let nodes = match &f.nodes {
+        None if port_needed(f.vif_driver).is_none() => return vec![own_ports()],
         None => return vec![check(NAME, Outcome::Skip, KUBERNETES_SKIPPED)],
         Some(Err(e)) => return vec![check(NAME, Outcome::Warn, format!("Nodes not listed: {e}"))],
         Some(Ok(nodes)) if nodes.is_empty() => {
@@ -481,17 +492,31 @@ fn node_ports(f: &Facts) -> Vec<Check> {
     let mut failed = Vec::new();
     let mut unread = Vec::new();
     let mut lines = Vec::new();
+    // Nodes checked, per driver.
+    let mut drivers: BTreeMap<&'static str, usize> = BTreeMap::new();
     for n in nodes {
         let name = n.node.metadata.name.clone().unwrap_or_default();
         let ips = internal_ips(&n.node).join(", ");
         let line = |outcome, detail| check(format!("node parent port {name}"), outcome, detail);
+        let driver = match node_vif_type(n.node.metadata.labels.as_ref()) {
+            Ok(labelled) => labelled.unwrap_or(f.vif_driver),
+            Err(e) => {
+                lines.push(line(Outcome::Fail, e.to_string()));
+                failed.push(name.clone());
+                continue;
+            }
+        };
+        if port_needed(driver).is_none() {
+            continue;
+        }
+        *drivers.entry(driver.as_str()).or_default() += 1;
         let found = match &n.ports {
             Err(e) => {
                 lines.push(line(Outcome::Warn, format!("{ips}: ports not listed: {e}")));
                 unread.push(name.clone());
                 continue;
             }
-            Ok(ports) if f.vif_driver == VifType::NestedVlan => find_trunk_parent(&n.node, ports).map(|_| ()),
+            Ok(ports) if driver == VifType::NestedVlan => find_trunk_parent(&n.node, ports).map(|_| ()),
             Ok(ports) => find_vm_port(&n.node, ports).map(|_| ()),
         };
         if let Err(e) = found {
@@ -499,15 +524,18 @@ fn node_ports(f: &Facts) -> Vec<Check> {
             failed.push(name.clone());
         }
     }
+    if drivers.is_empty() && failed.is_empty() {
+        return vec![own_ports()];
+    }
     let total = nodes.len();
     let summary = if !failed.is_empty() {
         check(
             NAME,
             Outcome::Fail,
             format!(
-                "{} of {total} Nodes have no {need} on their InternalIP ({}): {}",
+                "{} of {total} Nodes have no {}: {}",
                 failed.len(),
-                f.vif_driver,
+                needed_ports(&drivers, " on their InternalIP"),
                 failed.join(", ")
             ),
         )
@@ -522,21 +550,39 @@ fn node_ports(f: &Facts) -> Vec<Check> {
             ),
         )
     } else {
+        let checked: usize = drivers.values().sum();
+        let nodes = if checked == 1 {
+            "1 Node".to_owned()
+        } else {
+            format!("{checked} Nodes")
+        };
         check(
             NAME,
             Outcome::Pass,
-            format!(
-                "{}: each InternalIP is on a {need} ({})",
-                if total == 1 {
-                    "1 Node".to_owned()
-                } else {
-                    format!("{total} Nodes")
-                },
-                f.vif_driver
-            ),
+            format!("{nodes}: each InternalIP is on a {}", needed_ports(&drivers, "")),
         )
     };
     std::iter::once(summary).chain(lines).collect()
+}
+
+/// The ports the checked Nodes' drivers need, `on` placed before the driver: "trunk parent port on their
+/// InternalIP (nested-vlan)", or one part per driver when the Nodes' drivers differ.
+fn needed_ports(drivers: &BTreeMap<&'static str, usize>, on: &str) -> String {
+    let need = |d: &str| VifType::creatable(d).and_then(port_needed).unwrap_or("port");
+    match drivers.len() {
+        0 => format!("usable {} label", labels::POD_VIF),
+        1 => {
+            let d = drivers.keys().next().copied().unwrap_or_default();
+            format!("{}{on} ({d})", need(d))
+        }
+        _ => {
+            let each: Vec<String> = drivers
+                .iter()
+                .map(|(d, count)| format!("{} ({d}: {count})", need(d)))
+                .collect();
+            format!("{}{on}", each.join(" or a "))
+        }
+    }
 }
 
 /// What to tell about a Node the parent-port lookup refuses, and how to fix it.
@@ -549,7 +595,8 @@ fn node_failure(e: &CoreError, ips: &str) -> String {
             format!("{e} (none these credentials can see): is the Node a VM of this cloud and project?")
         }
         CoreError::NoTrunkOnNode { .. } => format!(
-            "{ips}: {e}: nested-vlan needs the VM booted on a trunk's parent port (or --vif-driver nested-macvlan)"
+            "{ips}: {e}: nested-vlan needs the VM booted on a trunk's parent port (or nested-macvlan: --vif-driver, or the Node label {})",
+            labels::POD_VIF
         ),
         other => format!("{ips}: {other}"),
     }
@@ -826,6 +873,56 @@ mod tests {
         let c = evaluate(&f);
         assert_eq!(line(&c, "node parent ports").outcome, Outcome::Fail);
         assert_eq!(line(&c, "node parent port vm9").outcome, Outcome::Fail);
+    }
+
+    fn labelled(mut n: NodePorts, driver: &str) -> NodePorts {
+        n.node.metadata.labels = Some([(labels::POD_VIF.to_owned(), driver.to_owned())].into());
+        n
+    }
+
+    #[test]
+    fn a_nodes_pod_vif_label_decides_what_its_port_must_be() {
+        // Default nested-vlan; a macvlan-labelled VM needs no trunk, a neutron-vif one no port at all.
+        let mut f = good();
+        f.nodes = Some(Ok(vec![
+            node_on_port("vm1", "10.0.0.11", true),
+            labelled(node_on_port("vm2", "10.0.0.12", false), "nested-macvlan"),
+            labelled(
+                NodePorts {
+                    node: node("metal1", &["10.0.0.30"]),
+                    ports: Ok(vec![]),
+                },
+                "neutron-vif",
+            ),
+        ]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Pass, "{c:#?}");
+        assert_eq!(
+            line(&c, "node parent ports").detail,
+            "2 Nodes: each InternalIP is on a Neutron port (nested-macvlan: 1) or a trunk parent port (nested-vlan: 1)"
+        );
+        // Default neutron-vif: only the labelled VM is checked, and its missing trunk fails.
+        f.vif_driver = VifType::NeutronVif;
+        f.nodes = Some(Ok(vec![
+            labelled(node_on_port("vm3", "10.0.0.13", false), "nested-vlan"),
+            NodePorts {
+                node: node("metal1", &["10.0.0.30"]),
+                ports: Ok(vec![]),
+            },
+        ]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Fail, "{c:#?}");
+        assert!(line(&c, "node parent ports")
+            .detail
+            .starts_with("1 of 2 Nodes have no trunk parent port on their InternalIP (nested-vlan): vm3"));
+        assert_eq!(line(&c, "node parent port vm3").outcome, Outcome::Fail);
+        // A label naming no driver fails that Node and says which label.
+        f.nodes = Some(Ok(vec![labelled(node_on_port("vm4", "10.0.0.14", true), "vlan")]));
+        let c = evaluate(&f);
+        assert_eq!(line(&c, "node parent ports").outcome, Outcome::Fail, "{c:#?}");
+        assert!(line(&c, "node parent port vm4")
+            .detail
+            .contains("kuryr.openstack.org/pod-vif=\"vlan\""));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::api::{Api, ListParams};
-use kuryr_api::{CustomResourceDefinition, ObjectMeta};
+use kuryr_api::{labels, CustomResourceDefinition, ObjectMeta};
 use kuryr_core::neutron::{FixedIp, NeutronPort};
 use kuryr_core::parent::internal_ips;
 use kuryr_openstack::neutron::ports::{self, Port};
@@ -37,11 +37,18 @@ pub async fn node_ports(client: &kube::Client, cloud: &Cloud) -> Result<Vec<Node
         .await)
 }
 
-/// Only what the parent-port lookup reads: the name and the addresses.
+/// Only what the parent-port lookup reads: the name, the addresses and the VIF driver labels.
 fn slim(n: &Node) -> Node {
+    let driver_labels = n.metadata.labels.as_ref().map(|l| {
+        l.iter()
+            .filter(|(k, _)| [labels::POD_VIF, labels::UPSTREAM_POD_VIF].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
     Node {
         metadata: ObjectMeta {
             name: n.metadata.name.clone(),
+            labels: driver_labels,
             ..ObjectMeta::default()
         },
         status: Some(NodeStatus {

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ListParams};
-use kuryr_api::VifType;
 use kuryr_openstack::errors::Service as OsService;
 use kuryr_openstack::neutron::{extensions, quotas};
 use kuryr_openstack::octavia::{self, listeners, loadbalancers, pools};
@@ -204,10 +203,8 @@ pub async fn gather(
             progress.step(KUBERNETES_STEPS[0]);
             f.installed_crds = Some(lookups::installed_crds(&client).await);
             progress.step(KUBERNETES_STEPS[1]);
-            // neutron-vif does not use the Nodes' ports: nothing to look up.
-            if settings.vif_driver != VifType::NeutronVif {
-                f.nodes = Some(lookups::node_ports(&client, cloud).await);
-            }
+            // Read whatever the default driver: a Node's pod-vif label may ask for a nested one.
+            f.nodes = Some(lookups::node_ports(&client, cloud).await);
             progress.step(KUBERNETES_STEPS[2]);
         }
     }
