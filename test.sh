@@ -33,6 +33,8 @@ if [ "$(cat "$target/.kuryr-checkout" 2>/dev/null)" != "$PWD" ]; then
   mkdir -p "$target" && echo "$PWD" >"$target/.kuryr-checkout"
 fi
 stage lab lab/lab up
+# The VM node for nested-vlan end to end (tests/vm_nodes.rs): a qemu guest with kubelet inside (TCG, minutes).
+stage vms lab/lab vms up
 # kuryr-rs installed from its image (by ./demo.sh) is left running: uninstalling it would leave the demo's pods
 # without a controller (no new pod of theirs wired, none deleted: their finalizers stay) and release the
 # `kubernetes` Service's load balancer they read the API through. The tests run controllers of their own in

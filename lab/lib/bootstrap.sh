@@ -7,18 +7,13 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 S=$LAB_STATE
-N=http://127.0.0.1:$P_NEUTRON/v2.0
 KUBECTL="kubectl --kubeconfig=$S/k8s/kubeconfig"
 VSCTL="ovs-vsctl --db=unix:$S/ovs/db.sock"
 t0=$(now)
 
+LAB_SCRIPT=bootstrap
+. "$(dirname "$0")/neutron.sh"
 if [ "$LAB_AUTH" = keystone ]; then
-  TOKEN=$(curl -sf -D - -o /dev/null -H 'Content-Type: application/json' "http://127.0.0.1:$P_KEYSTONE/v3/auth/tokens" \
-    -d "{\"auth\":{\"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"name\":\"kuryr\",\"domain\":{\"id\":\"default\"},\"password\":\"$ADMIN_PASSWORD\"}}},\"scope\":{\"project\":{\"name\":\"$LAB_PROJECT\",\"domain\":{\"id\":\"default\"}}}}}" \
-    | awk 'tolower($1)=="x-subject-token:"{print $2}' | tr -d '\r')
-  [ -n "$TOKEN" ] || die "bootstrap: no Keystone token for user kuryr"
-  PROJECT_ID=$(cat "$S/keystone/kuryr-project-id")
-  AUTH=(-H "X-Auth-Token: $TOKEN")
   # An application credential for the kuryr user (the auth kind operators are told to prefer).
   if [ ! -f "$S/keystone/appcred.json" ]; then
     uid=$(curl -sf -H "X-Auth-Token: $TOKEN" "http://127.0.0.1:$P_KEYSTONE/v3/auth/tokens" -H "X-Subject-Token: $TOKEN" | jq -r .token.user.id)
@@ -30,25 +25,7 @@ if [ "$LAB_AUTH" = keystone ]; then
   fi
   APPCRED_ID=$(jq -r .application_credential.id "$S/keystone/appcred.json")
   APPCRED_SECRET=$(jq -r .application_credential.secret "$S/keystone/appcred.json")
-else
-  # noauth Neutron acts as admin when no X-Project-Id is sent; the project goes into each body.
-  PROJECT_ID=0c8d1f4e6a7b4b1f9a3e5d2c1b0a9f8e
-  AUTH=()
 fi
-
-api() { # METHOD URL [BODY]
-  local out code
-  out=$(curl -s -w '\n%{http_code}' -X "$1" "${AUTH[@]}" -H 'Content-Type: application/json' "$2" ${3:+-d "$3"})
-  code=${out##*$'\n'}; out=${out%$'\n'*}
-  case $code in 2*) printf '%s' "$out" ;; *) log "bootstrap: $1 $2 -> $code: $out"; return 1 ;; esac
-}
-port_active() { api GET "$N/ports/$1" | jq -e '.port.status == "ACTIVE"' >/dev/null; }
-find_id() { api GET "$N/$1?name=$2" | jq -r --arg c "${1//-/_}" ".[\$c][0].id // empty"; }
-ensure() { # COLLECTION NAME BODY-JSON -> id
-  local id; id=$(find_id "$1" "$2")
-  if [ -z "$id" ]; then id=$(api POST "$N/$1" "{\"${1%s}\": $3}" | jq -r ".${1%s}.id"); fi
-  echo "$id"
-}
 
 # plug_netns NS HOST_LINK MAC ADDR/LEN GATEWAY: netns NS whose eth0 is one end of a veth; the other end,
 # HOST_LINK, is left for the caller to add to an OVS bridge. MAC and GATEWAY may be empty. Kept if it exists.

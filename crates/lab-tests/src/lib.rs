@@ -74,6 +74,18 @@ pub struct LabApiServer {
     pub service_ip: String,
 }
 
+/// Logs of the controllers a test runs in-process (`kuryr_controller=info`, or `RUST_LOG`), to the test's
+/// output. Once per process; later calls do nothing.
+pub fn trace_controllers() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 impl Lab {
     /// The state directory: `$KURYR_LAB_STATE`, else the lab's default.
     pub fn state_dir() -> PathBuf {

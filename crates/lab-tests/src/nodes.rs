@@ -143,3 +143,22 @@ pub fn installed_kuryr(lab: &Lab) -> Option<(String, String)> {
         .unwrap_or_default();
     Some((tag.trim().to_owned(), ns))
 }
+
+/// Names of the Nodes matching label selector `selector` whose Ready condition is True.
+pub async fn ready(client: &kube::Client, selector: &str) -> anyhow::Result<Vec<String>> {
+    use kube::ResourceExt;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    Ok(nodes
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await?
+        .items
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .map(|n| n.name_any())
+        .collect())
+}

@@ -94,28 +94,9 @@ async fn containerd_asks_every_node_daemon_for_cni_status() -> anyhow::Result<()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_on_kubelet_nodes_pings_across_vms_and_scales_down_cleanly() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
-        )
-        .with_test_writer()
-        .try_init();
+    lab_tests::trace_controllers();
     let client = lab.kube_client().await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let knodes: Vec<String> = nodes
-        .list(&ListParams::default().labels(KUBELET_LABEL))
-        .await?
-        .items
-        .iter()
-        .filter(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .map(|n| n.name_any())
-        .collect();
+    let knodes = nodes::ready(&client, KUBELET_LABEL).await?;
     ensure!(
         knodes.len() >= 2,
         "this test needs two Ready kubelet nodes ({KUBELET_LABEL}), found {knodes:?}: run lab/lab up"

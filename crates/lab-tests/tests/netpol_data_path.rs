@@ -43,13 +43,7 @@ const TCP_PORT: u16 = 8080;
 #[tokio::test]
 async fn namespace_networks_and_policies_are_enforced_on_the_ovn_data_path() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
-        )
-        .with_test_writer()
-        .try_init();
+    lab_tests::trace_controllers();
     let client = lab.kube_client().await?;
     lab_tests::kube::install_crds(&client, CRD_MANAGER).await?;
     let cfg = ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());

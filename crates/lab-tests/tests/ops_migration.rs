@@ -69,13 +69,7 @@ fn upstream_kuryrport(pod: &Pod, node: &str, port: &ports::Port, vlan: u32) -> a
 #[tokio::test]
 async fn an_upstream_wired_pod_is_adopted_without_a_new_port_and_released_on_delete() -> anyhow::Result<()> {
     let lab = Lab::require();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
-        )
-        .with_test_writer()
-        .try_init();
+    lab_tests::trace_controllers();
     let cluster::Isolated {
         client,
         ns,

@@ -169,13 +169,7 @@ impl Harness {
         backend: Backend,
         tweak: impl FnOnce(&mut ServicesConfig),
     ) -> anyhow::Result<Harness> {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kuryr_controller=info")),
-            )
-            .with_test_writer()
-            .try_init();
+        lab_tests::trace_controllers();
         let client = lab.kube_client().await?;
         cluster::install_crds(&client).await?;
         let run_id = format!("{:08x}", fastrand::u32(..));
