@@ -211,8 +211,9 @@ async fn scenario(
         .context("Service without clusterIP")?;
 
     // From the VM: its own pods and the Service (retried until its LB serves). Not the namespace node's
-    // macvlan pod: on this lab its answers to a VM pod's pings are lost (the other way works, below), an
-    // open finding about nested-macvlan's VRRP MACs on this OVN (docs/lab.md, VM nodes).
+    // macvlan pod: right after it runs, a VM pod's pings to it went unanswered in this test (the other way
+    // works, below), while the same ping a minute later answers: an open finding on nested-macvlan's
+    // readiness (docs/lab.md, VM nodes).
     let targets = [ip("vm-a"), ip("vm-b")];
     let mut script = ping_lines(&targets);
     script.push_str(&format!(
