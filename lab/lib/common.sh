@@ -86,3 +86,15 @@ start() {
   echo $! >"$(pidfile "$name")"
   starttime $! >"$(pidfile "$name").start"
 }
+
+stop_one() { # NAME: TERM the recorded process group, KILL after 10 s
+  local f pid i; f=$(pidfile "$1"); [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if ours "$1"; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f" "$f.start"
+}

@@ -270,18 +270,6 @@ cmd_down() {
   log "kubelet nodes stopped and cleaned ($(since "$t")s)"
 }
 
-stop_one() { # NAME: TERM the recorded process group, KILL after 10 s
-  local f pid i; f=$(pidfile "$1"); [ -f "$f" ] || return 0
-  pid=$(cat "$f")
-  if ours "$1"; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f" "$f.start"
-}
-
 cmd_status() {
   local idx node vm ns ip port c
   [ -f "$S/lab.json" ] || return 0

@@ -108,7 +108,7 @@ cmd_up() {
     rm -rf "$d/guest" "$d/log"/*; mkdir -p "$d/log"
     guest_files "$i" "$d/guest"
     initramfs "$d/guest" "$d/initrd.gz"
-    running "vm-$node" && stop_vm "$node"
+    running "vm-$node" && stop_one "vm-$node"
     # A Node left from an earlier boot still reads Ready for ~40 s: only the new kubelet's counts.
     $KUBECTL delete node "$node" --wait=true --timeout=30s >/dev/null 2>&1 || true
     # -cpu Nehalem, not max: under TCG with `max` (AVX2 emulation of this qemu) the static busybox's wget
@@ -132,17 +132,6 @@ cmd_up() {
   done
 }
 
-stop_vm() { # NODE
-  local f pid i; f=$(pidfile "vm-$1"); [ -f "$f" ] || return 0
-  pid=$(cat "$f")
-  if ours "vm-$1"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f" "$f.start"
-}
-
 cmd_down() {
   [ -d "$V" ] || exit 0
   . "$LAB_DIR/lib/neutron.sh"
@@ -152,7 +141,7 @@ cmd_down() {
     d=${d%/}; node=$(basename "$d")
     $KUBECTL delete pods -A --field-selector "spec.nodeName=$node" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
     $KUBECTL delete node "$node" --wait=false >/dev/null 2>&1 || true
-    stop_vm "$node"
+    stop_one "vm-$node"
     if [ -f "$d/vm.json" ]; then
       j=$(cat "$d/vm.json")
       $VSCTL --if-exists del-port br-int "$(jq -r .tap <<<"$j")" || true

@@ -221,7 +221,7 @@ async fn macvlan_pairs_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) 
         let macvlan_nodes = nodes
             .state()
             .into_iter()
-            .filter(|n| node_vif::of_node(&ctx, &n.name_any()).ok() == Some(VifType::NestedMacvlan));
+            .filter(|n| node_vif::of(&ctx, n).ok() == Some(VifType::NestedMacvlan));
         for node in macvlan_nodes {
             let swept = async {
                 let vm_port = macvlan::vm_port_of(&ctx, &node.name_any()).await?;
@@ -261,7 +261,7 @@ async fn pool_upkeep(ctx: Arc<Context>, nodes: reflector::Store<Node>) {
             live.insert(PoolParent::Host(name.clone()));
             if let Some(p) = ctx.trunks.parent(&name) {
                 live.insert(PoolParent::Trunk(p.trunk_id));
-            } else if node_vif::of_node(&ctx, &name).ok() == Some(VifType::NestedVlan) {
+            } else if node_vif::of(&ctx, &node).ok() == Some(VifType::NestedVlan) {
                 // Not looked up yet (e.g. pools rebuilt after a restart): find it, or its pools look dead.
                 match ctx.trunks.parent_of(&ctx.cloud, &node).await {
                     Ok(p) => {
