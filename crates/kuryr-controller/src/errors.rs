@@ -58,6 +58,14 @@ pub enum Error {
     #[error("{0} port(s) still on the namespace network; waiting for them to be released")]
     Draining(usize),
 
+    /// A load balancer create that a killed controller process sent may still land: the cleanup lists the
+    /// Service's load balancers again once it cannot (`kuryr_core::lb::landing`).
+    #[error(
+        "a load balancer create sent by an earlier controller process may still land; listing again in {}s before letting go",
+        .0.as_secs().max(1)
+    )]
+    CreateMayLand(std::time::Duration),
+
     #[error("network policy: {0}")]
     Policy(#[from] kuryr_core::policy::PolicyError),
 
@@ -99,6 +107,7 @@ impl Error {
             Error::MissingField(_) => "missing_field".into(),
             Error::Serialize(_) => "serialize".into(),
             Error::Draining(_) => "draining".into(),
+            Error::CreateMayLand(_) => "create_may_land".into(),
             Error::Policy(_) => "policy".into(),
             Error::Finalizer(_) => self.cause().map_or("finalizer".into(), Error::metric_label),
         }
@@ -125,6 +134,7 @@ impl Error {
             Error::Contended(_) => "Contended",
             Error::MissingField(_) | Error::Serialize(_) => "InvalidObject",
             Error::Draining(_) => "Draining",
+            Error::CreateMayLand(_) => "CreateMayLand",
             Error::Policy(kuryr_core::policy::PolicyError::TooManyRules { .. })
             | Error::Policy(kuryr_core::policy::PolicyError::TooManySecurityGroups { .. }) => "OverQuota",
             Error::Policy(_) => "InvalidPolicy",
@@ -152,11 +162,12 @@ impl Error {
         }
     }
 
-    /// When to try again regardless of the backoff: a namespace network still draining its ports is
-    /// looked at every few seconds however long it drains.
+    /// When to try again regardless of the backoff: waits, not failures (a namespace network still draining
+    /// its ports is looked at every few seconds however long it drains).
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Error::Draining(_) => Some(DRAIN_POLL),
+            Error::CreateMayLand(wait) => Some(*wait),
             Error::Finalizer(_) => self.cause().and_then(Error::retry_after),
             _ => None,
         }

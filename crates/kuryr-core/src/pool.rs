@@ -262,18 +262,26 @@ impl Pools {
         self.pools.keys().cloned().collect()
     }
 
-    /// Free ports that were free before a port list began (`before`) and that the list did not show
-    /// (`listed`) are gone from Neutron (deleted with their namespace's network, or by hand): they leave
-    /// their pools, so no pod is handed a port that is not there. Returns them.
-    pub fn forget_vanished(&mut self, before: &BTreeSet<String>, listed: &BTreeSet<String>) -> Vec<String> {
+    /// Free ports that were free before a port list began (`before`) and that the list (`listed`) does not
+    /// show are gone from Neutron (deleted with their namespace's network, or by hand); those it shows no
+    /// longer a subport while in a trunk's pool were detached (a detach a killed controller process sent,
+    /// landing after the port was given back). Both leave their pools, so no pod is handed a port that is
+    /// not there or not wired; a detached one is then loose, for the loose-port scan. Returns them.
+    pub fn forget_vanished(&mut self, before: &BTreeSet<String>, listed: &[NeutronPort]) -> Vec<String> {
+        let shown: BTreeMap<&str, &NeutronPort> = listed.iter().map(|p| (p.id.as_str(), p)).collect();
         let mut gone = Vec::new();
-        for pool in self.pools.values_mut() {
+        for (key, pool) in self.pools.iter_mut() {
+            let on_trunk = matches!(key.parent, PoolParent::Trunk(_));
             pool.free.retain(|f| {
-                let vanished = before.contains(&f.port_id) && !listed.contains(&f.port_id);
-                if vanished {
+                let unfit = match shown.get(f.port_id.as_str()) {
+                    None => true,
+                    Some(p) => on_trunk && p.device_owner != SUBPORT_DEVICE_OWNER,
+                };
+                let leaves = unfit && before.contains(&f.port_id);
+                if leaves {
                     gone.push(f.port_id.clone());
                 }
-                !vanished
+                !leaves
             });
         }
         gone

@@ -40,6 +40,7 @@ struct Inner {
     /// clouds.yaml `verify: false`: certificates are not checked.
     insecure_tls: bool,
     max_request_body: usize,
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for Cloud {
@@ -160,6 +161,7 @@ impl Cloud {
                 octavia_features: OnceCell::new(),
                 insecure_tls: tls.insecure,
                 max_request_body: config.max_request_body,
+                request_timeout: config.request_timeout,
             }),
         })
     }
@@ -167,6 +169,12 @@ impl Cloud {
     /// The cloud's request body limit, in bytes: what bulk bodies are split to fit ([`crate::fit`]).
     pub fn max_request_body(&self) -> usize {
         self.inner.max_request_body
+    }
+
+    /// How long one HTTP request may take: also how long a request whose client died may still be carried
+    /// out by the cloud.
+    pub fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
     }
 
     /// The loud startup warning when certificate verification is off (clouds.yaml `verify: false`).

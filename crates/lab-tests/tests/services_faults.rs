@@ -1,7 +1,8 @@
 //! Self-repair on cloudsim's fault injection: a load balancer stuck in PENDING_UPDATE and one gone to
 //! ERROR are each replaced once the configured limit passes (Event + metric), the Service served again by a
 //! new load balancer; listeners, pools and members deleted behind the controller's back come back at the
-//! next drift check, and so does a load balancer deleted outright.
+//! next drift check, and so does a load balancer deleted outright. A create a killed controller sent, which
+//! lands after its Service was deleted, is deleted too.
 
 mod simnets;
 mod svc_common;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use kuryr_api::PostParams;
-use kuryr_cloudsim::{LbFaultRule, LbOutcome, LbPhase};
+use kuryr_cloudsim::{FaultRule, LbFaultRule, LbOutcome, LbPhase};
 use kuryr_openstack::octavia::{listeners, loadbalancers, members, pools};
 use lab_tests::Lab;
 use svc_common::{lb_id, mk_service, pod_ips, shape, Backend, Harness};
@@ -225,6 +226,82 @@ async fn drift_is_repaired_on_cloudsim() -> anyhow::Result<()> {
         ensure!(repairs(&h, "lost") >= 1, "lb_repairs{{reason=lost}}");
         h.services().delete("drift", &Default::default()).await?;
         h.wait_gone("drift").await
+    }
+    .await;
+    h.finish(result).await
+}
+
+/// The chaos suite's leak (CI of 2026-11-27): a load balancer create held by Octavia, the controller killed
+/// while it waits, the Service deleted. The next controller's cleanup lists nothing yet; the create lands
+/// after it. The cleanup must hold the finalizers until the create cannot land any more (one request
+/// timeout after the new process started), then delete what landed.
+#[tokio::test]
+async fn a_create_a_killed_controller_sent_is_deleted_with_its_service_on_cloudsim() -> anyhow::Result<()> {
+    const HOLD: Duration = Duration::from_secs(4);
+    let lab = Lab::require();
+    let backend = Backend::sim("amphora", |_| {})
+        .await?
+        .with_request_timeout(Duration::from_secs(10))
+        .await?;
+    let mut h = Harness::start(&lab, backend, |_| {}).await?;
+    let result = async {
+        let before = h.backend.sim.as_ref().expect("cloudsim").faults_fired();
+        h.backend.sim.as_ref().expect("cloudsim").add_fault(FaultRule {
+            op: "octavia.loadbalancers.create".into(),
+            hold_ms: Some(HOLD.as_millis() as u64),
+            count: Some(1),
+            ..FaultRule::default()
+        });
+        let app = [("app", "landing")];
+        h.ready_pods(&[("landing-0".into(), pod_ips(1)[0].clone())], &app, true)
+            .await?;
+        h.services()
+            .create(
+                &PostParams::default(),
+                &mk_service("landing", &[("web", 80, "TCP", 8080)], Some(&app)),
+            )
+            .await?;
+        // The create has reached Octavia and is held there.
+        let deadline = std::time::Instant::now() + h.wait;
+        while h.backend.sim.as_ref().expect("cloudsim").faults_fired() == before {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "no load balancer create reached cloudsim"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        h.kill_and_restart();
+        h.services().delete("landing", &Default::default()).await?;
+        h.wait_gone("landing").await?;
+        // Once the held create has landed, nothing of the Service may be left.
+        let deadline = std::time::Instant::now() + h.wait;
+        while h
+            .backend
+            .sim
+            .as_ref()
+            .expect("cloudsim")
+            .calls_matching("octavia.loadbalancers.create")
+            .is_empty()
+        {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the held create never completed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let left: Vec<String> = h
+            .tagged_lbs()
+            .await?
+            .into_iter()
+            .map(|l| format!("{} ({})", l.id, l.provisioning_status))
+            .collect();
+        ensure!(
+            left.is_empty(),
+            "load balancers left after the Service was deleted: {left:?}"
+        );
+        let waits = h.events("CreateMayLand").await?;
+        ensure!(!waits.is_empty(), "no CreateMayLand Event for the held cleanup");
+        Ok(())
     }
     .await;
     h.finish(result).await

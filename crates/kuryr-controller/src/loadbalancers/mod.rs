@@ -26,6 +26,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, Resource, ResourceExt};
+use kuryr_core::lb::{cleanup_hold, ProvisioningStatus};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::waiter;
 use tracing::{info, instrument, warn};
@@ -121,13 +122,27 @@ async fn run(
     }
 }
 
-/// Releases the floating IP and deletes every load balancer of the Service (cascade), waiting for them.
+/// Releases the floating IP and deletes every load balancer of the Service (cascade), waiting for them. In
+/// a process younger than a request timeout, the finalizer is held and the list made again until a create
+/// its killed predecessor sent cannot land any more, unless the status shows none was under way.
 async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     let owner = owner(ctx, klb);
     let mut st = klb.status.clone().unwrap_or_default();
     fip::release(ctx, &owner, &mut st).await?;
-    let mut ids: Vec<String> = st.loadbalancer.iter().map(|l| l.id.clone()).collect();
-    for lb in octavia::find_tagged(&ctx.cloud, &owner).await? {
+    let tagged = octavia::find_tagged(&ctx.cloud, &owner).await?;
+    let recorded = st.loadbalancer.as_ref().map(|l| l.id.as_str());
+    let listed: Vec<(&str, ProvisioningStatus)> = tagged
+        .iter()
+        .map(|lb| (lb.id.as_str(), ProvisioningStatus::parse(&lb.provisioning_status)))
+        .collect();
+    let hold = cleanup_hold(
+        recorded,
+        &listed,
+        ctx.started.elapsed(),
+        ctx.cloud.request_timeout(),
+    );
+    let mut ids: Vec<String> = recorded.map(str::to_owned).into_iter().collect();
+    for lb in tagged {
         if !ids.contains(&lb.id) {
             ids.push(lb.id);
         }
@@ -141,19 +156,27 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
         ctx.observer.index().unwatch(id);
     }
     info!(deleted = ids.len(), "load balancers released");
+    if let Some(wait) = hold {
+        return Err(Error::CreateMayLand(wait));
+    }
     let uid = Uid::of(klb);
     ctx.schedule().forget(uid.as_str());
     ctx.ledger.forget(&uid);
     Ok(Action::await_change())
 }
 
-/// A failure becomes a Warning Event and, unless the object is going away, `Ready=False`.
+/// A failure becomes a Warning Event and, unless the object is going away, `Ready=False`; a wait (an error
+/// with its own retry time) a Normal Event.
 async fn report(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbContext, err: &Error) {
     let reason = reason(err);
     ctx.events
         .publish(
             &klb.object_ref(&()),
-            EventType::Warning,
+            if err.retry_after().is_some() {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
             reason,
             "Reconcile",
             err.to_string(),

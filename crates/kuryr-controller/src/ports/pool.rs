@@ -574,15 +574,14 @@ async fn sweep_loose(ctx: &Context, live: &BTreeSet<PoolParent>) -> Result<()> {
     let free_before = ctx.pools.with(|p| p.free_port_ids());
     let listed = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
     let neutron: Vec<NeutronPort> = listed.iter().map(convert::port).collect();
-    let listed_ids: BTreeSet<String> = neutron.iter().map(|p| p.id.clone()).collect();
-    let vanished = ctx.pools.with(|p| p.forget_vanished(&free_before, &listed_ids));
+    let vanished = ctx.pools.with(|p| p.forget_vanished(&free_before, &neutron));
     for id in &vanished {
         ctx.pools.forget_port(id);
     }
     if !vanished.is_empty() {
         info!(
             ports = vanished.len(),
-            "free pool ports gone from Neutron: forgotten"
+            "free pool ports gone from Neutron or detached from their trunk: forgotten"
         );
     }
     let held = ctx.pools.held();

@@ -4,6 +4,7 @@
 //! that lists the cluster's load balancers for every reconcile.
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -35,6 +36,8 @@ pub struct LbContext {
     pub subnets: SubnetBook,
     /// The cluster's load balancers as the periodic lists show them; wakes the reconciles that changed.
     pub observer: Observer,
+    /// When this process started: creates a killed predecessor sent may land until a request timeout later.
+    pub started: Instant,
     schedule: Mutex<Schedule>,
 }
 
@@ -73,6 +76,7 @@ impl LbContext {
             klbs,
             subnets: SubnetBook::default(),
             observer,
+            started: Instant::now(),
             schedule: Mutex::new(schedule),
         }
     }

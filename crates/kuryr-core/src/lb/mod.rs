@@ -16,6 +16,7 @@
 //! - [`health`]: provisioning states → wait, go on, or replace the load balancer (ERROR, PENDING_* too long).
 //! - [`schedule`]: when to look at a load balancer again (polls while pending, endpoint bursts coalesced,
 //!   our own status write's echo skipped, strays swept), from the clock the caller passes in.
+//! - [`landing`]: whether a cleanup must wait for a create a killed process sent, which may still land.
 //! - [`index`]: the cluster's load balancers as a few list calls per tick show them, and which reconciles
 //!   to wake (settled after a wait, drift, gone, strays): one observer instead of a poll per load balancer.
 //!
@@ -27,6 +28,7 @@ pub mod endpoints;
 pub mod fit;
 pub mod health;
 pub mod index;
+pub mod landing;
 pub mod member_subnet;
 pub mod model;
 pub mod names;
@@ -42,6 +44,7 @@ pub use desired::{desired_lb, OctaviaCaps};
 pub use fit::{Fit, Unlimited};
 pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
 pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
+pub use landing::cleanup_hold;
 pub use model::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
     ObservedListener, ObservedPool, Problem,

@@ -363,7 +363,7 @@ fn free_ports_gone_from_neutron_leave_their_pools_and_idle_pools_go() {
     pools.entry(mk_key("t3"), &defaults).begin_create(2);
     // "c" was free before the list and is not listed; "b" became free after the list began.
     let before = sgs(&["a", "c"]);
-    let listed = sgs(&["a"]);
+    let listed = [subport("a")];
     assert_eq!(pools.forget_vanished(&before, &listed), ["c"]);
     assert_eq!(pools.free_port_ids(), sgs(&["a", "b"]));
     // t2 is empty now, t3 has creates in flight, t1 has ports.
@@ -372,4 +372,34 @@ fn free_ports_gone_from_neutron_leave_their_pools_and_idle_pools_go() {
     // A kept pool stays even when idle.
     pools.entry(mk_key("t4"), &defaults);
     assert!(pools.drop_idle(|k| *k == mk_key("t4")).is_empty());
+}
+
+fn subport(id: &str) -> NeutronPort {
+    NeutronPort {
+        device_owner: SUBPORT_DEVICE_OWNER.into(),
+        ..mk_port(id, "", &[])
+    }
+}
+
+#[test]
+fn a_free_port_detached_from_its_trunk_leaves_the_pool_a_host_pools_port_stays() {
+    // A detach a killed process sent lands after the port was given back: "a" is listed, no longer a
+    // subport. "h" is in a host's (macvlan) pool, where ports are never subports.
+    let mut pools = Pools::default();
+    let defaults = sgs(&["default"]);
+    pools
+        .entry(mk_key("t1"), &defaults)
+        .add_free("a", defaults.clone());
+    pools
+        .entry(mk_key("t1"), &defaults)
+        .add_free("s", defaults.clone());
+    let host = PoolKey {
+        parent: PoolParent::Host("node-1".into()),
+        ..mk_key("t1")
+    };
+    pools.entry(host, &defaults).add_free("h", defaults.clone());
+    let before = sgs(&["a", "s", "h"]);
+    let listed = [mk_port("a", "", &[]), subport("s"), mk_port("h", "node-1", &[])];
+    assert_eq!(pools.forget_vanished(&before, &listed), ["a"]);
+    assert_eq!(pools.free_port_ids(), sgs(&["h", "s"]));
 }

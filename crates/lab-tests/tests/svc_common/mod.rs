@@ -98,6 +98,19 @@ impl Backend {
         })
     }
 
+    /// The controller's client again, with this request timeout (how long the controller holds a cleanup
+    /// for a create a killed predecessor may have sent). cloudsim only: its clouds.yaml is ours.
+    pub async fn with_request_timeout(mut self, timeout: Duration) -> anyhow::Result<Backend> {
+        let dir = self
+            ._dir
+            .as_ref()
+            .context("a lab backend has no clouds.yaml of ours")?;
+        let config = ClientConfig::clouds_yaml(Some(dir.join("clouds.yaml")), "sim")
+            .with_timeouts(Duration::from_secs(5), timeout);
+        self.cloud = Cloud::connect(config).await?;
+        Ok(self)
+    }
+
     /// The lab's Keystone, Neutron and Octavia, load balancers on `provider`.
     pub async fn lab(lab: &Lab, provider: &str) -> anyhow::Result<Backend> {
         let cfg = || ClientConfig::clouds_yaml(Some(lab.clouds_yaml.clone()), lab.cloud.clone());
@@ -150,6 +163,28 @@ pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> B
         .collect()
 }
 
+type ControllerTask = tokio::task::JoinHandle<anyhow::Result<()>>;
+
+/// The Services side of kuryr-controller on its own task, and what stops it.
+fn spawn_controller(
+    client: &Client,
+    backend: &Backend,
+    config: &Config,
+    metrics: &Metrics,
+) -> (tokio::sync::oneshot::Sender<()>, ControllerTask) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(services::run(
+        client.clone(),
+        backend.cloud.clone(),
+        config.clone(),
+        metrics.clone(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, task)
+}
+
 /// A namespace, a cluster id and the Services side of kuryr-controller scoped to both.
 pub struct Harness {
     pub client: Client,
@@ -159,8 +194,9 @@ pub struct Harness {
     pub metrics: Metrics,
     /// How long `wait_klb` and `wait_gone` wait ([`WAIT`] unless a test knows its provider is slower).
     pub wait: Duration,
+    config: Config,
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: ControllerTask,
 }
 
 impl Harness {
@@ -191,17 +227,8 @@ impl Harness {
         sc.poll_max = Duration::from_secs(1);
         tweak(&mut sc);
         config.services = Some(sc);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let metrics = Metrics::default();
-        let task = tokio::spawn(services::run(
-            client.clone(),
-            backend.cloud.clone(),
-            config,
-            metrics.clone(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let (stop, task) = spawn_controller(&client, &backend, &config, &metrics);
         Ok(Harness {
             client,
             ns,
@@ -209,9 +236,19 @@ impl Harness {
             backend,
             metrics,
             wait: WAIT,
+            config,
             stop,
             task,
         })
+    }
+
+    /// SIGKILL's stand-in: the controller task is dropped where it stands (the client abandons its
+    /// requests in flight, the cloud carries them out), then a new one starts with the same settings.
+    pub fn kill_and_restart(&mut self) {
+        self.task.abort();
+        let (stop, task) = spawn_controller(&self.client, &self.backend, &self.config, &self.metrics);
+        self.stop = stop;
+        self.task = task;
     }
 
     pub fn pods(&self) -> Api<Pod> {
