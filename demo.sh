@@ -178,3 +178,81 @@ for a in "${vms[@]}"; do
     if ip netns exec "$ns" ping -c 1 -W 2 "$3" >/dev/null 2>&1; then printf '%-8s' ok; else printf '%-8s' FAIL; fi
   done; echo
 done
+echo
+# nested-vlan for real: a qemu guest (Debian's kernel has 802.1Q) whose NIC is bound to a Neutron trunk's parent
+# port; its pods are VLAN subports that OVN handles (docs/lab.md, "VM nodes"). KURYR_DEMO_VM_NODE=0 skips it.
+echo "== nested-vlan on a real VM: node qvm1 (qemu guest, containerd + kubelet + kuryr-daemon inside; lab/lab vms up)"
+if [ "${KURYR_DEMO_VM_NODE:-1}" = 0 ]; then echo "  skipped: KURYR_DEMO_VM_NODE=0"; exit 0; fi
+lab/lab vms up 2>&1 | sed 's/^/  /'
+if [ -f "$KURYR_LAB_STATE/vm-nodes/unavailable" ]; then
+  echo "  not shown: $(cat "$KURYR_LAB_STATE/vm-nodes/unavailable")"; exit 0
+fi
+kubectl get node qvm1 -o custom-columns='NODE:.metadata.name,INTERNAL-IP:.status.addresses[?(@.type=="InternalIP")].address,READY:.status.conditions[?(@.type=="Ready")].status,POD-VIF:.metadata.labels.kuryr\.openstack\.org/pod-vif,KERNEL:.status.nodeInfo.kernelVersion' | sed 's/^/  /'
+kubectl apply -f examples/demo-vm.yaml | sed 's/^/  /'
+vm_running() { [ "$(kubectl -n kuryr-demo get pods -l app=demo-vm --field-selector=status.phase=Running -o name | wc -l)" -ge 2 ]; }
+waitfor "2 demo-vm pods Running on qvm1" 300 vm_running \
+  || echo "  not Running yet; see $KURYR_LAB_STATE/vm-nodes/qvm1/log/ and kubectl -n kube-system logs deploy/kuryr-controller"
+echo "  pod → Neutron port → VLAN (KuryrPort status):"
+kubectl -n kuryr-demo get kuryrports -o custom-columns='POD:.metadata.name,NODE:.spec.podNodeName,NEUTRON-PORT:.status.vifs.eth0.vif.portId,TYPE:.status.vifs.eth0.vif.type,VLAN:.status.vifs.eth0.vif.vlanId,IP:.status.vifs.eth0.vif.ips[0].address,ACTIVE:.status.vifs.eth0.vif.active' \
+  | awk 'NR==1 || $2=="qvm1"' | sed 's/^/    /'
+trunk=$(jq -r .trunk_id "$KURYR_LAB_STATE/vm-nodes/qvm1/vm.json" 2>/dev/null || true)
+if [ -n "$trunk" ]; then
+  echo "  trunk $trunk (parent: Neutron port qvm1) as Neutron lists its subports (those no pod names: the pool's free ports, attached ahead):"
+  curl -sf "${auth[@]}" "http://127.0.0.1:$P_NEUTRON/v2.0/trunks/$trunk" \
+    | jq -r '.trunk.sub_ports[] | "    port \(.port_id)  \(.segmentation_type) \(.segmentation_id)"' || echo "    (Neutron did not answer)"
+fi
+vm_pods=$(kubectl -n kuryr-demo get pods -l app=demo-vm --field-selector=status.phase=Running -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}')
+targets=$( { for p in "${pods[@]}"; do set -- $p; echo "$1 $2"; done; echo "$vm_pods"; } | awk 'NF==2')
+if [ -z "$vm_pods" ]; then echo "  (no demo-vm pod running)"; else
+  echo "  ping matrix across the namespace nodes' pods (macvlan) and qvm1's (VLAN subports):"
+  printf '    %-36s' from\\to; while read -r n _; do printf '%-19s' "${n#demo-}"; done <<<"$targets"; echo
+  for a in "${pods[@]}"; do
+    set -- $a; printf '    %-36s' "$1"; pid=$3
+    while read -r _ ip; do
+      if [ "$ip" = "$2" ]; then printf '%-19s' -; continue; fi
+      ok=FAIL; for _ in 1 2 3; do nsenter -t "$pid" -n ping -c 1 -W 2 "$ip" >/dev/null 2>&1 && { ok=ok; break; }; done
+      printf '%-19s' "$ok"
+    done <<<"$targets"; echo
+  done
+  # No exec into the guest's kubelet from here: a probe pod on qvm1 (a VLAN subport too) pings, kubelet
+  # reports what it printed as its termination message.
+  script=$(while read -r n ip; do printf 'if ping -c 3 -W 3 %s >/dev/null; then echo ok; else echo FAIL; fi; ' "$ip"; done <<<"$targets")
+  kubectl -n kuryr-demo delete pod demo-vm-probe --ignore-not-found >/dev/null
+  kubectl -n kuryr-demo apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: demo-vm-probe, labels: {app: demo-vm-probe}}
+spec:
+  nodeSelector: {kuryr.lab/vm-node: "true"}
+  tolerations: [{key: kuryr.lab/vm-node, operator: Exists}]
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: probe
+    image: local.test/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "( $script ) > /dev/termination-log 2>&1"]
+YAML
+  probe_done() { kubectl -n kuryr-demo get pod demo-vm-probe -o jsonpath='{.status.phase}' 2>/dev/null | grep -Eq 'Succeeded|Failed'; }
+  if waitfor "the probe pod on qvm1" 300 probe_done; then
+    pip=$(kubectl -n kuryr-demo get pod demo-vm-probe -o jsonpath='{.status.podIP}')
+    printf '    %-36s' "vm-probe ($pip, qvm1)"
+    kubectl -n kuryr-demo get pod demo-vm-probe -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' \
+      | while read -r r; do printf '%-19s' "$r"; done; echo
+  else
+    echo "    (the probe pod did not finish; kubectl -n kuryr-demo describe pod demo-vm-probe)"
+  fi
+  kubectl -n kuryr-demo delete pod demo-vm-probe --ignore-not-found --wait=false >/dev/null
+  vmvip=$(kubectl -n kuryr-demo get service demo-vm -o jsonpath='{.spec.clusterIP}')
+  if [ ${#pods[@]} -gt 0 ] && [ -n "$vmvip" ]; then
+    set -- ${pods[0]}; from=$1 pid=$3
+    echo "  requests from $from (macvlan, $2) → Service demo-vm (clusterIP $vmvip → Octavia ovn LB → members on qvm1's subports):"
+    vm_answers() { nsenter -t "$pid" -n curl -s -m 3 "http://$vmvip/" 2>/dev/null | grep -q .; }
+    waitfor "an answer from http://$vmvip/" 120 vm_answers || true
+    for i in 1 2 3 4; do
+      ans=$(nsenter -t "$pid" -n curl -s -m 3 "http://$vmvip/" 2>/dev/null || true)
+      printf '    → http://%s/ : %s\n' "$vmvip" "${ans:-no answer}"
+    done
+  fi
+fi
+echo "  (the VM keeps running for a second ./demo.sh; lab/lab vms down stops it)"

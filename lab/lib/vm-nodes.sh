@@ -167,9 +167,30 @@ cmd_status() {
   done
 }
 
+# exec NODE COMMAND...: COMMAND (one shell command line) run as root in VM NODE by its agent (lib/vm-guest/node.sh),
+# through the VM's log share; prints its output, exits with its code (124 after KURYR_LAB_VM_EXEC_TIMEOUT, 600 s).
+cmd_exec() {
+  [ $# -ge 2 ] || die "usage: lab/lab vms exec NODE COMMAND..."
+  local node=$1; shift
+  local d=$V/$node/log/exec id rc ticks=0 limit=${KURYR_LAB_VM_EXEC_TIMEOUT:-600}
+  running "vm-$node" && [ -d "$d" ] || die "vm nodes: $node is not running with an agent (lab/lab vms up)"
+  id=$(date +%s%N)-$$
+  printf '%s\n' "$*" >"$d/$id.tmp"
+  mv "$d/$id.tmp" "$d/$id.sh"
+  while [ ! -f "$d/$id.rc" ]; do
+    sleep 0.2; ticks=$((ticks + 1))
+    [ "$ticks" -lt $((limit * 5)) ] || { echo "vm nodes: $node: no answer within ${limit}s" >&2; exit 124; }
+  done
+  cat "$d/$id.out"
+  rc=$(cat "$d/$id.rc")
+  rm -f "$d/$id".*
+  return "$rc"
+}
+
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) die "usage: vm-nodes.sh up|down|status" ;;
+  exec) shift; cmd_exec "$@" ;;
+  *) die "usage: vm-nodes.sh up|down|status|exec NODE COMMAND..." ;;
 esac

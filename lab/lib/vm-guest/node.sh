@@ -104,5 +104,22 @@ bg kubelet "$KUBE_BIN/kubelet" --config="$G/kubelet.yaml" --kubeconfig="$G/kubec
   --image-gc-high-threshold=100 --image-gc-low-threshold=99 --eviction-hard= --sync-frequency=10s --v=1
 say "kubelet started"
 echo running >"$L/state"
+
+# The host's way in (lab/lab vms exec): a script dropped into the log share's exec/ runs as root in the VM's
+# own namespaces; its output and exit code are written back beside it. Polled twice a second.
+mkdir -p "$L/exec"
+agent() {
+  local f b
+  while :; do
+    for f in "$L"/exec/*.sh; do
+      [ -e "$f" ] || continue
+      b=${f%.sh}
+      mv "$f" "$b.run" || continue
+      ( bash "$b.run" >"$b.out" 2>&1; echo $? >"$b.rc.tmp"; mv "$b.rc.tmp" "$b.rc" ) &
+    done
+    sleep 0.5
+  done
+}
+agent &
 # PID 1 reaps what the others leave behind.
 while :; do wait -n 2>/dev/null || sleep 5; done
