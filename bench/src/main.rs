@@ -110,6 +110,9 @@ struct RunArgs {
     datapath_reps: usize,
     #[arg(long, value_delimiter = ',', default_value = "64,256,1024,4096,16384")]
     datapath_sizes: Vec<usize>,
+    /// datapath: also between two VM nodes (qemu guests on trunk parents: nested-vlan vs VXLAN in the guests).
+    #[arg(long)]
+    datapath_vms: bool,
     /// Per-wait timeout in seconds.
     #[arg(long, default_value_t = 900)]
     timeout_s: u64,
@@ -618,6 +621,7 @@ async fn datapath_all(
             sizes: a.datapath_sizes.clone(),
             seconds: a.datapath_seconds,
             reps: a.datapath_reps,
+            vms: a.datapath_vms,
         };
         eprintln!(
             "datapath: sizes {:?}, {} x {} s per figure",

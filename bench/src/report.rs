@@ -116,11 +116,19 @@ pub fn side_by_side(run: &Run) -> String {
     if !notes.is_empty() {
         let _ = writeln!(out, "\nNotes:\n\n{}", notes.join("\n"));
     }
-    let dp = crate::scenarios::datapath::table(run);
+    use crate::scenarios::datapath::{table, RATIO, VM_RATIO};
+    let dp = table(run, RATIO);
     if !dp.is_empty() {
         let _ = writeln!(
             out,
             "\nDatapath (pods on OVN vs VXLAN overlay over OVN, two lab VMs):\n\n{dp}"
+        );
+    }
+    let vm = table(run, VM_RATIO);
+    if !vm.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nDatapath between two VM nodes (nested-vlan subports vs VXLAN inside the guests over OVN; TCG):\n\n{vm}"
         );
     }
     out

@@ -11,6 +11,7 @@
 
 pub mod net;
 pub mod tools;
+pub mod vm;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ use tools::{median, PingPong};
 pub const DIRECT: &str = "lab/ovn-direct";
 pub const OVERLAY: &str = "lab/vxlan-overlay";
 pub const RATIO: &str = "lab/ratio";
+/// The same between two VM nodes (qemu guests on trunk parents): nested-vlan subports vs VXLAN in the guests.
+pub const VM_DIRECT: &str = "vm/nested-vlan";
+pub const VM_OVERLAY: &str = "vm/vxlan-overlay";
+pub const VM_RATIO: &str = "vm/ratio";
 /// The seeds' uperf matrix: 64 B to 16 KiB.
 pub const SIZES: [usize; 5] = [64, 256, 1024, 4096, 16384];
 
@@ -36,6 +41,8 @@ pub struct DatapathOpts {
     pub seconds: u64,
     /// Runs per (path, size); the figures are their medians.
     pub reps: usize,
+    /// Also between two VM nodes (`lab/lab vms up`, brought up with two nodes if fewer run).
+    pub vms: bool,
 }
 
 /// What one (path, size) measured over its runs.
@@ -44,6 +51,8 @@ struct Samples {
     mbps: Vec<f64>,
     retransmits: Vec<u64>,
     rr: Vec<PingPong>,
+    /// VM paths: this machine's CPU seconds in the guests per GB streamed, their idle rate taken out.
+    cpu_s_per_gb: Vec<f64>,
     errors: Vec<String>,
 }
 
@@ -63,7 +72,7 @@ impl Samples {
 
 /// Runs the scenario; on failure one record saying why (everything built is removed either way).
 pub async fn run(lab: &Lab, o: &DatapathOpts) -> Vec<Record> {
-    match measure(lab, o).await {
+    let mut out = match measure(lab, o).await {
         Ok(records) => records,
         Err(e) => vec![Record::not_run(
             Scenario::Datapath,
@@ -71,7 +80,19 @@ pub async fn run(lab: &Lab, o: &DatapathOpts) -> Vec<Record> {
             "lab",
             format!("failed: {e:#}"),
         )],
+    };
+    if o.vms {
+        match measure_vms(lab, o).await {
+            Ok(records) => out.extend(records),
+            Err(e) => out.push(Record::not_run(
+                Scenario::Datapath,
+                Implementation::KuryrRs,
+                "vm",
+                format!("failed: {e:#}"),
+            )),
+        }
     }
+    out
 }
 
 /// `kuryr-bench cleanup`: what an interrupted datapath run left (namespaces, devices, ports, pairs).
@@ -123,10 +144,35 @@ async fn measure(lab: &Lab, o: &DatapathOpts) -> anyhow::Result<Vec<Record>> {
     let result = build_and_measure(&ctx, &run_id, o, &mut p).await;
     let problems = net::teardown(Some(&cloud), &p).await;
     let (setup, samples) = result?;
-    let mut records = records(o, &samples);
-    let mut ratio = ratio_record(o, &samples);
+    let more = [("loadavg_before", json!(loadavg.trim()))];
+    Ok(assemble(
+        o,
+        &samples,
+        [DIRECT, OVERLAY, RATIO],
+        setup,
+        &more,
+        t0,
+        &problems,
+    ))
+}
+
+/// A path's records per size and the ratio record (`names`: direct, overlay, ratio) with the setup, `more`
+/// keys, the wall time and any teardown problems in every note.
+fn assemble(
+    o: &DatapathOpts,
+    samples: &[Vec<Samples>; 2],
+    [direct, overlay, ratio_name]: [&str; 3],
+    setup: Value,
+    more: &[(&str, Value)],
+    t0: Instant,
+    problems: &[String],
+) -> Vec<Record> {
+    let mut records = records(o, samples, [direct, overlay]);
+    let mut ratio = ratio_record(o, samples, ratio_name);
     ratio.extra.insert("setup".into(), setup);
-    ratio.extra.insert("loadavg_before".into(), json!(loadavg.trim()));
+    for (k, v) in more {
+        ratio.extra.insert((*k).into(), v.clone());
+    }
     ratio.extra.insert(
         "wall_s".into(),
         json!((t0.elapsed().as_secs_f64() * 10.0).round() / 10.0),
@@ -138,14 +184,117 @@ async fn measure(lab: &Lab, o: &DatapathOpts) -> anyhow::Result<Vec<Record>> {
             r.note = Some(format!("{note}; teardown problems: {}", problems.join("; ")));
         }
     }
-    Ok(records)
+    records
+}
+
+/// The same matrix between two VM nodes: nested-vlan subports vs VXLAN inside the guests. Two VM nodes are
+/// brought up when fewer run (and down again after).
+async fn measure_vms(lab: &Lab, o: &DatapathOpts) -> anyhow::Result<Vec<Record>> {
+    let t0 = Instant::now();
+    preflight(lab)?;
+    let mut started = false;
+    if vm::nodes(lab).map_or(0, |n| n.len()) < 2 {
+        eprintln!("datapath: bringing up two VM nodes (KURYR_LAB_VM_NODES=2 lab/lab vms up)");
+        let st = tokio::process::Command::new(net::lab_script())
+            .args(["vms", "up"])
+            .env("KURYR_LAB_VM_NODES", "2")
+            .status()
+            .await?;
+        ensure!(st.success(), "lab/lab vms up failed: {st}");
+        started = true;
+    }
+    let result = measure_on_vms(lab, o, t0).await;
+    if started {
+        let _ = tokio::process::Command::new(net::lab_script())
+            .args(["vms", "down"])
+            .status()
+            .await;
+    }
+    result
+}
+
+async fn measure_on_vms(lab: &Lab, o: &DatapathOpts, t0: Instant) -> anyhow::Result<Vec<Record>> {
+    let nodes = vm::nodes(lab)?;
+    ensure!(
+        nodes.len() >= 2,
+        "fewer than two VM nodes running: {:?}",
+        nodes.iter().map(|n| &n.name).collect::<Vec<_>>()
+    );
+    let vms = [&nodes[0], &nodes[1]];
+    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
+        Some(lab.clouds_yaml.clone()),
+        lab.cloud.clone(),
+    ))
+    .await
+    .context("login to the lab cloud")?;
+    let run_id = format!("{:04x}", fastrand::u16(..));
+    let owner = Owner::new(OWNER_CLUSTER, "datapath", &run_id);
+    let ctx = Ctx {
+        cloud: &cloud,
+        lab,
+        owner: &owner,
+    };
+    // The guests' own CPU while nothing is streamed (TCG: their idle costs this machine), taken out below.
+    let read = || vm::qemu_cpu_seconds(lab, &vms);
+    let idle_rate = match read() {
+        Some(a) => {
+            let w = Instant::now();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            read().map_or(0.0, |b| (b - a) / w.elapsed().as_secs_f64())
+        }
+        None => 0.0,
+    };
+    let mut p = vm::VmPlumbing::default();
+    let result = async {
+        let (paths, setup) = vm::build(&ctx, vms, &run_id, &mut p).await?;
+        for [a, b] in &paths {
+            wait_reachable(a, b, Duration::from_secs(60)).await?;
+        }
+        let mut servers = Vec::new();
+        for [_, b] in &paths {
+            servers.extend(tools::servers(b)?);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let meter = CpuMeter {
+            read: &read,
+            idle_rate,
+        };
+        let refs = [[&paths[0][0], &paths[0][1]], [&paths[1][0], &paths[1][1]]];
+        let samples = matrix(refs, o, [VM_DIRECT, VM_OVERLAY], Some(&meter)).await;
+        for s in servers {
+            s.stop().await;
+        }
+        anyhow::Ok((setup, samples))
+    }
+    .await;
+    let problems = vm::teardown(&ctx, &p).await;
+    let (mut setup, samples) = result?;
+    if let Value::Object(m) = &mut setup {
+        m.insert("tools".into(), tool_versions());
+        m.insert("seconds".into(), json!(o.seconds));
+        m.insert("reps".into(), json!(o.reps));
+        m.insert("guest_idle_cpu_rate".into(), json!(round2(idle_rate)));
+        m.insert(
+            "accel".into(),
+            json!("tcg (software emulation: /dev/kvm here is PVM, docs/lab.md)"),
+        );
+    }
+    Ok(assemble(
+        o,
+        &samples,
+        [VM_DIRECT, VM_OVERLAY, VM_RATIO],
+        setup,
+        &[],
+        t0,
+        &problems,
+    ))
 }
 
 /// Pings until the path answers (address pairs and flows take a moment), at most `limit`.
 async fn wait_reachable(from: &Pod, to: &Pod, limit: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     loop {
-        match net::reachable(from, to) {
+        match net::reachable(from, to).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() > deadline => return Err(e),
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -183,10 +332,10 @@ async fn build_and_measure(
     }
     let mut servers = Vec::new();
     for [_, b] in paths {
-        servers.extend(tools::servers(&b.ns, &b.ip)?);
+        servers.extend(tools::servers(b)?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let samples = matrix(paths, o).await;
+    let samples = matrix(paths, o, [DIRECT, OVERLAY], None).await;
     for s in servers {
         s.stop().await;
     }
@@ -216,8 +365,20 @@ fn tool_versions() -> Value {
     json!({"iperf3": first("iperf3", "--version"), "sockperf": first("sockperf", "--version")})
 }
 
-/// Every (rep, size, path): iperf3 then sockperf, the paths' order alternating per rep.
-async fn matrix(paths: [[&Pod; 2]; 2], o: &DatapathOpts) -> [Vec<Samples>; 2] {
+/// This machine's CPU seconds spent on the paths so far, and their idle rate (CPU seconds per second).
+struct CpuMeter<'a> {
+    read: &'a (dyn Fn() -> Option<f64> + Sync),
+    idle_rate: f64,
+}
+
+/// Every (rep, size, path): iperf3 then sockperf, the paths' order alternating per rep; with `cpu`, the CPU
+/// each stream cost per GB.
+async fn matrix(
+    paths: [[&Pod; 2]; 2],
+    o: &DatapathOpts,
+    names: [&str; 2],
+    cpu: Option<&CpuMeter<'_>>,
+) -> [Vec<Samples>; 2] {
     let mut out = [
         vec![Samples::default(); o.sizes.len()],
         vec![Samples::default(); o.sizes.len()],
@@ -228,20 +389,31 @@ async fn matrix(paths: [[&Pod; 2]; 2], o: &DatapathOpts) -> [Vec<Samples>; 2] {
             for pi in order {
                 let [a, b] = paths[pi];
                 let s = &mut out[pi][si];
-                match tools::stream(&a.ns, &b.ip, size, o.seconds).await {
+                let before = cpu.and_then(|c| (c.read)().map(|v| (v, Instant::now())));
+                match tools::stream(a, &b.ip, size, o.seconds).await {
                     Ok(st) => {
                         s.mbps.push(st.mbps);
                         s.retransmits.extend(st.retransmits);
+                        if let (Some(c), Some((t0, at))) = (cpu, before) {
+                            if let Some(t1) = (c.read)() {
+                                // iperf3 streams secs + the omitted first second at about the measured rate.
+                                let gb = st.mbps * (o.seconds + 1) as f64 / 8.0 / 1000.0;
+                                let busy = t1 - t0 - c.idle_rate * at.elapsed().as_secs_f64();
+                                if gb > 0.0 {
+                                    s.cpu_s_per_gb.push(busy.max(0.0) / gb);
+                                }
+                            }
+                        }
                     }
                     Err(e) => s.errors.push(format!("iperf3 run {rep}: {e:#}")),
                 }
-                match tools::ping_pong(&a.ns, &b.ip, size, o.seconds).await {
+                match tools::ping_pong(a, &b.ip, size, o.seconds).await {
                     Ok(pp) => s.rr.push(pp),
                     Err(e) => s.errors.push(format!("sockperf run {rep}: {e:#}")),
                 }
                 eprintln!(
                     "datapath: run {rep} {size} B {}: {:?} Mbit/s, RR p50 {:?} us",
-                    [DIRECT, OVERLAY][pi],
+                    names[pi],
                     s.mbps.last().map(|v| v.round()),
                     s.rr.last().map(|p| p.p50_us)
                 );
@@ -289,6 +461,12 @@ fn path_record(variant: &str, size: usize, s: &Samples, o: &DatapathOpts) -> Rec
     if let Value::Object(m) = extra {
         r.extra = m;
     }
+    if !s.cpu_s_per_gb.is_empty() {
+        r.extra.insert(
+            "host_cpu_s_per_gb".into(),
+            json!(median(&s.cpu_s_per_gb).map(round2)),
+        );
+    }
     r.note = Some(format!(
         "datapath: p50_s/p99_s/max_s are TCP request/response round trips (sockperf ping-pong --full-rtt, \
          {size}-byte messages; median of {} runs of {} s), not time-to-wire; throughput (iperf3, {size}-byte \
@@ -298,16 +476,16 @@ fn path_record(variant: &str, size: usize, s: &Samples, o: &DatapathOpts) -> Rec
     r
 }
 
-fn records(o: &DatapathOpts, samples: &[Vec<Samples>; 2]) -> Vec<Record> {
+fn records(o: &DatapathOpts, samples: &[Vec<Samples>; 2], names: [&str; 2]) -> Vec<Record> {
     let mut out = Vec::new();
     for (si, &size) in o.sizes.iter().enumerate() {
-        out.push(path_record(DIRECT, size, &samples[0][si], o));
-        out.push(path_record(OVERLAY, size, &samples[1][si], o));
+        out.push(path_record(names[0], size, &samples[0][si], o));
+        out.push(path_record(names[1], size, &samples[1][si], o));
     }
     out
 }
 
-fn ratio_record(o: &DatapathOpts, samples: &[Vec<Samples>; 2]) -> Record {
+fn ratio_record(o: &DatapathOpts, samples: &[Vec<Samples>; 2], name: &str) -> Record {
     let q = |a: Option<f64>, b: Option<f64>| crate::stats::ratio(a, b).map(|v| (v * 1000.0).round() / 1000.0);
     let sizes: Vec<Value> = o
         .sizes
@@ -326,14 +504,19 @@ fn ratio_record(o: &DatapathOpts, samples: &[Vec<Samples>; 2]) -> Record {
                 "direct_rr_p99_us": d.rr(|p| p.p99_us).map(round2),
                 "overlay_rr_p99_us": v.rr(|p| p.p99_us).map(round2),
                 "rr_p99_ratio": q(v.rr(|p| p.p99_us), d.rr(|p| p.p99_us)),
+                "direct_cpu_s_per_gb": median(&d.cpu_s_per_gb).map(round2),
+                "overlay_cpu_s_per_gb": median(&v.cpu_s_per_gb).map(round2),
+                "cpu_per_byte_ratio": q(median(&v.cpu_s_per_gb), median(&d.cpu_s_per_gb)),
             })
         })
         .collect();
-    let mut r = Record::new(Scenario::Datapath, Implementation::KuryrRs, RATIO);
+    let mut r = Record::new(Scenario::Datapath, Implementation::KuryrRs, name);
     r.extra.insert("sizes".into(), Value::Array(sizes));
     r.note = Some(
         "datapath ratios per message size: throughput_ratio = direct (OVN) ÷ overlay (VXLAN over OVN) Mbit/s; \
-         rr_latency_ratio = overlay ÷ direct RR p50 (rr_p99_ratio: p99); above 1 the cloud network is ahead"
+         rr_latency_ratio = overlay ÷ direct RR p50 (rr_p99_ratio: p99); cpu_per_byte_ratio (VM nodes: this \
+         machine's CPU in the guests per GB streamed, idle taken out) = overlay ÷ direct; above 1 the cloud \
+         network is ahead"
             .into(),
     );
     r
@@ -353,15 +536,16 @@ fn ratio_cell(v: Option<&Value>) -> String {
     }
 }
 
-/// Markdown table of a run's datapath ratio record (empty when it has none).
-pub fn table(run: &Run) -> String {
-    let Some(r) = run.find(Scenario::Datapath, Implementation::KuryrRs, RATIO) else {
+/// Markdown table of a run's datapath ratio record `name` ([`RATIO`], [`VM_RATIO`]; empty when it has none).
+pub fn table(run: &Run, name: &str) -> String {
+    let Some(r) = run.find(Scenario::Datapath, Implementation::KuryrRs, name) else {
         return String::new();
     };
     let mut out = String::from(
         "| message | throughput OVN direct (Mbit/s) | VXLAN overlay (Mbit/s) | direct ÷ overlay | RR p50 direct (µs) | \
-         RR p50 overlay (µs) | overlay ÷ direct | RR p99 direct (µs) | RR p99 overlay (µs) |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         RR p50 overlay (µs) | overlay ÷ direct | RR p99 direct (µs) | RR p99 overlay (µs) | CPU s/GB direct | \
+         CPU s/GB overlay |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for s in r
         .extra
@@ -373,7 +557,7 @@ pub fn table(run: &Run) -> String {
         let g = |k: &str| s.get(k);
         let _ = writeln!(
             out,
-            "| {} B | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} B | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             g("bytes").and_then(Value::as_u64).unwrap_or(0),
             cell(g("direct_mbps"), 0),
             cell(g("overlay_mbps"), 0),
@@ -383,6 +567,8 @@ pub fn table(run: &Run) -> String {
             ratio_cell(g("rr_latency_ratio")),
             cell(g("direct_rr_p99_us"), 0),
             cell(g("overlay_rr_p99_us"), 0),
+            cell(g("direct_cpu_s_per_gb"), 1),
+            cell(g("overlay_cpu_s_per_gb"), 1),
         );
     }
     out
@@ -396,6 +582,7 @@ mod tests {
         Samples {
             mbps: mbps.to_vec(),
             retransmits: vec![0; mbps.len()],
+            cpu_s_per_gb: Vec::new(),
             rr: p50
                 .iter()
                 .map(|&p| PingPong {
@@ -416,6 +603,7 @@ mod tests {
             sizes: vec![64, 16384],
             seconds: 3,
             reps: 2,
+            vms: false,
         };
         let direct = vec![
             samples(&[100.0, 300.0], &[40.0, 60.0]),
@@ -423,8 +611,8 @@ mod tests {
         ];
         let overlay = vec![samples(&[100.0, 100.0], &[100.0, 100.0]), Samples::default()];
         let all = [direct, overlay];
-        let mut recs = records(&o, &all);
-        recs.push(ratio_record(&o, &all));
+        let mut recs = records(&o, &all, [DIRECT, OVERLAY]);
+        recs.push(ratio_record(&o, &all, RATIO));
         let run = Run {
             schema_version: crate::record::SCHEMA_VERSION,
             run_id: "r".into(),
@@ -471,9 +659,9 @@ mod tests {
         assert_eq!(s64["throughput_ratio"], json!(2.0));
         assert_eq!(s64["rr_latency_ratio"], json!(2.0));
         assert_eq!(ratio.extra["sizes"][1]["throughput_ratio"], Value::Null);
-        let t = table(&run);
+        let t = table(&run, RATIO);
         assert!(
-            t.contains("| 64 B | 200 | 100 | 2.00× | 50 | 100 | 2.00× | 100 | 200 |"),
+            t.contains("| 64 B | 200 | 100 | 2.00× | 50 | 100 | 2.00× | 100 | 200 | — | — |"),
             "{t}"
         );
         assert!(t.contains("| 16384 B | 2000 | — | — |"), "{t}");

@@ -211,9 +211,10 @@ async fn scenario(
         .context("Service without clusterIP")?;
 
     // From the VM: its own pods and the Service (retried until its LB serves). Not the namespace node's
-    // macvlan pod: right after it runs, a VM pod's pings to it went unanswered in this test (the other way
-    // works, below), while the same ping a minute later answers: an open finding on nested-macvlan's
-    // readiness (docs/lab.md, VM nodes).
+    // macvlan pod: with this controller (per-pod ports, NetworkPolicy on) a VM pod's pings to it go
+    // unanswered for 90 s and more, while the installed controller's (pools, no policy in the demo's
+    // namespace) are answered from the first one: a macvlan pod's ingress is filtered on the shared VM port,
+    // whose groups admit by remote group, and the subports here carry policy groups (docs/lab.md, VM nodes).
     let targets = [ip("vm-a"), ip("vm-b")];
     let mut script = ping_lines(&targets);
     script.push_str(&format!(

@@ -35,11 +35,50 @@ pub const VXLAN_PORT: &str = "4789";
 const OVERLAY_NETS: [&str; 2] = ["10.244.241", "10.244.242"];
 const VRRP_PREFIX: &str = "00:00:5e:00:01:";
 
-/// One pod end: its namespace and address.
+/// One pod end: its namespace and address, and the VM node whose kernel holds the namespace (`None`: a
+/// namespace of this machine, as the lab's namespace VMs are).
 #[derive(Debug, Clone)]
 pub struct Pod {
     pub ns: String,
     pub ip: String,
+    pub vm: Option<String>,
+}
+
+impl Pod {
+    /// `cmd args` in this pod's namespace: `ip netns exec` here, or through `lab/lab vms exec` in the VM.
+    pub fn command(&self, cmd: &str, args: &[String]) -> tokio::process::Command {
+        match &self.vm {
+            None => {
+                let mut c = tokio::process::Command::new("ip");
+                c.args(["netns", "exec", &self.ns, cmd]).args(args);
+                c
+            }
+            Some(vm) => {
+                // Bounded in the guest too: a client the host gives up on must not keep the server busy.
+                let mut c = tokio::process::Command::new(lab_script());
+                c.args([
+                    "vms",
+                    "exec",
+                    vm,
+                    &format!(
+                        "timeout {GUEST_LIMIT_S} ip netns exec {} {cmd} {}",
+                        self.ns,
+                        args.join(" ")
+                    ),
+                ]);
+                c
+            }
+        }
+    }
+}
+
+/// How long a command in a VM node's pod may run (the longest client run, with room for emulation).
+const GUEST_LIMIT_S: u64 = 60;
+
+/// The lab's command (`lab/lab` of this checkout; `KURYR_LAB_SCRIPT` overrides it).
+pub fn lab_script() -> String {
+    std::env::var("KURYR_LAB_SCRIPT")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../lab/lab").to_owned())
 }
 
 /// What was made, for the teardown (filled as it is made, so a half-built setup is undone too).
@@ -208,6 +247,7 @@ pub async fn direct_pod(
     Ok(Pod {
         ns: ns.to_owned(),
         ip: pod_ip,
+        vm: None,
     })
 }
 
@@ -352,16 +392,14 @@ pub fn overlay(
     Ok([0, 1].map(|i| Pod {
         ns: ns[i].to_owned(),
         ip: format!("{}.2", OVERLAY_NETS[i]),
+        vm: None,
     }))
 }
 
 /// `ping` from `from` to `to` (three tries): the path works at all.
-pub fn reachable(from: &Pod, to: &Pod) -> anyhow::Result<()> {
-    let out = Command::new("ip")
-        .args([
-            "netns", "exec", &from.ns, "ping", "-c", "3", "-i", "0.3", "-W", "1", &to.ip,
-        ])
-        .output()?;
+pub async fn reachable(from: &Pod, to: &Pod) -> anyhow::Result<()> {
+    let args = ["-c", "3", "-i", "0.3", "-W", "1", &to.ip].map(String::from);
+    let out = from.command("ping", &args).output().await?;
     if !out.status.success() {
         bail!(
             "{} ({}) cannot ping {} ({}): {}",

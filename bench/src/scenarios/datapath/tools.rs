@@ -1,4 +1,5 @@
-//! iperf3 (TCP stream) and sockperf (TCP ping-pong) in network namespaces, and their output parsed.
+//! iperf3 (TCP stream) and sockperf (TCP ping-pong) in the pods' network namespaces (here or in a VM node),
+//! and their output parsed.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -6,6 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 use tokio::process::{Child, Command};
+
+use super::net::{lab_script, Pod};
 
 pub const IPERF_PORT: u16 = 5201;
 pub const SOCKPERF_PORT: u16 = 11111;
@@ -105,35 +108,73 @@ pub fn parse_sockperf(text: &str) -> anyhow::Result<PingPong> {
     }
 }
 
-/// A server in a namespace, killed when dropped (`ip netns exec` execs the tool: the child is the tool).
-pub struct Server(Child);
+/// A server in a pod's namespace. Here: the tool itself, killed when dropped (`ip netns exec` execs it). In a
+/// VM: started in the background by the guest's agent, stopped by killing what runs in the namespace.
+pub enum Server {
+    Here(Child),
+    InVm { vm: String, ns: String },
+}
 
 impl Server {
-    pub fn spawn(ns: &str, cmd: &str, args: &[&str]) -> anyhow::Result<Server> {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, cmd])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {cmd} in {ns}"))?;
-        Ok(Server(child))
+    pub fn spawn(pod: &Pod, cmd: &str, args: &[&str]) -> anyhow::Result<Server> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        match &pod.vm {
+            None => {
+                let child = pod
+                    .command(cmd, &args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .with_context(|| format!("starting {cmd} in {}", pod.ns))?;
+                Ok(Server::Here(child))
+            }
+            Some(vm) => {
+                let line = format!(
+                    "nohup ip netns exec {} {cmd} {} >/dev/null 2>&1 &",
+                    pod.ns,
+                    args.join(" ")
+                );
+                let out = std::process::Command::new(lab_script())
+                    .args(["vms", "exec", vm, &line])
+                    .output()
+                    .with_context(|| format!("starting {cmd} in {} on {vm}", pod.ns))?;
+                if !out.status.success() {
+                    bail!(
+                        "starting {cmd} in {} on {vm}: {}",
+                        pod.ns,
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+                Ok(Server::InVm {
+                    vm: vm.clone(),
+                    ns: pod.ns.clone(),
+                })
+            }
+        }
     }
 
-    pub async fn stop(mut self) {
-        let _ = self.0.kill().await;
+    pub async fn stop(self) {
+        match self {
+            Server::Here(mut child) => {
+                let _ = child.kill().await;
+            }
+            Server::InVm { vm, ns } => {
+                let _ = Command::new(lab_script())
+                    .args(["vms", "exec", &vm, &format!("ip netns pids {ns} | xargs -r kill")])
+                    .output()
+                    .await;
+            }
+        }
     }
 }
 
-/// Runs a client in a namespace, at most `limit`; its stdout (stderr too, for sockperf).
-async fn client(ns: &str, cmd: &str, args: &[String], limit: Duration) -> anyhow::Result<String> {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, cmd])
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+/// Runs a client in a pod's namespace, at most `limit`; its stdout (stderr too, for sockperf).
+async fn client(pod: &Pod, cmd: &str, args: &[String], limit: Duration) -> anyhow::Result<String> {
+    let mut c = pod.command(cmd, args);
+    c.stdin(Stdio::null()).kill_on_drop(true);
+    let ns = &pod.ns;
     let out = tokio::time::timeout(limit, c.output())
         .await
         .with_context(|| format!("{cmd} in {ns} did not finish within {limit:?}"))??;
@@ -145,7 +186,7 @@ async fn client(ns: &str, cmd: &str, args: &[String], limit: Duration) -> anyhow
 }
 
 /// `iperf3` TCP stream from `ns` to `server_ip`: `size`-byte writes for `secs` (plus one omitted second).
-pub async fn stream(ns: &str, server_ip: &str, size: usize, secs: u64) -> anyhow::Result<Stream> {
+pub async fn stream(from: &Pod, server_ip: &str, size: usize, secs: u64) -> anyhow::Result<Stream> {
     let args: Vec<String> = [
         "-c",
         server_ip,
@@ -163,7 +204,7 @@ pub async fn stream(ns: &str, server_ip: &str, size: usize, secs: u64) -> anyhow
     ]
     .map(String::from)
     .to_vec();
-    let out = client(ns, "iperf3", &args, Duration::from_secs(secs + 15)).await?;
+    let out = client(from, "iperf3", &args, Duration::from_secs(secs + 30)).await?;
     // With -J the report (or its "error") is the JSON document on stdout.
     let json = out.find('{').map(|i| &out[i..]).unwrap_or(&out);
     let end = json.rfind('}').map(|i| &json[..=i]).unwrap_or(json);
@@ -171,7 +212,7 @@ pub async fn stream(ns: &str, server_ip: &str, size: usize, secs: u64) -> anyhow
 }
 
 /// `sockperf ping-pong` over TCP from `ns` to `server_ip`: `size`-byte messages for `secs`.
-pub async fn ping_pong(ns: &str, server_ip: &str, size: usize, secs: u64) -> anyhow::Result<PingPong> {
+pub async fn ping_pong(from: &Pod, server_ip: &str, size: usize, secs: u64) -> anyhow::Result<PingPong> {
     let args: Vec<String> = [
         "ping-pong",
         "--tcp",
@@ -187,16 +228,17 @@ pub async fn ping_pong(ns: &str, server_ip: &str, size: usize, secs: u64) -> any
     ]
     .map(String::from)
     .to_vec();
-    let out = client(ns, "sockperf", &args, Duration::from_secs(secs + 15)).await?;
+    let out = client(from, "sockperf", &args, Duration::from_secs(secs + 30)).await?;
     parse_sockperf(&out)
 }
 
-/// The servers of one path: iperf3 and sockperf listening on `ip` in `ns`.
-pub fn servers(ns: &str, ip: &str) -> anyhow::Result<Vec<Server>> {
+/// The servers of one path: iperf3 and sockperf listening on `pod`'s address in its namespace.
+pub fn servers(pod: &Pod) -> anyhow::Result<Vec<Server>> {
+    let ip = pod.ip.as_str();
     Ok(vec![
-        Server::spawn(ns, "iperf3", &["-s", "-B", ip, "-p", &IPERF_PORT.to_string()])?,
+        Server::spawn(pod, "iperf3", &["-s", "-B", ip, "-p", &IPERF_PORT.to_string()])?,
         Server::spawn(
-            ns,
+            pod,
             "sockperf",
             &["server", "--tcp", "-i", ip, "-p", &SOCKPERF_PORT.to_string()],
         )?,
