@@ -144,7 +144,8 @@ cmd_down() {
     stop_one "vm-$node"
     if [ -f "$d/vm.json" ]; then
       j=$(cat "$d/vm.json")
-      $VSCTL --if-exists del-port br-int "$(jq -r .tap <<<"$j")" || true
+      # Bounded: with ovs-vswitchd gone (it aborted under the overlay datapath run) ovs-vsctl waits for good.
+      $VSCTL --timeout=20 --if-exists del-port br-int "$(jq -r .tap <<<"$j")" || true
       ip link del "$(jq -r .tap <<<"$j")" 2>/dev/null || true
       # Neutron refuses to delete the trunk of a bound parent port: unbind it first.
       api PUT "$N/ports/$(jq -r .port_id <<<"$j")" '{"port":{"binding:host_id":""}}' >/dev/null || true
