@@ -97,15 +97,20 @@ pub async fn run(lab: &Lab, o: &DatapathOpts) -> Vec<Record> {
 
 /// `kuryr-bench cleanup`: what an interrupted datapath run left (namespaces, devices, ports, pairs).
 pub async fn cleanup(lab: &Lab) -> anyhow::Result<()> {
-    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
+    let cloud = login(lab).await?;
+    let n = net::cleanup_leftovers(lab, &cloud).await?;
+    eprintln!("datapath: removed {n} leftovers");
+    Ok(())
+}
+
+/// The lab cloud, as the lab's clouds.yaml names it.
+async fn login(lab: &Lab) -> anyhow::Result<Cloud> {
+    Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
         lab.cloud.clone(),
     ))
     .await
-    .context("login to the lab cloud")?;
-    let n = net::cleanup_leftovers(lab, &cloud).await?;
-    eprintln!("datapath: removed {n} leftovers");
-    Ok(())
+    .context("login to the lab cloud")
 }
 
 fn preflight(lab: &Lab) -> anyhow::Result<()> {
@@ -122,12 +127,7 @@ fn preflight(lab: &Lab) -> anyhow::Result<()> {
 async fn measure(lab: &Lab, o: &DatapathOpts) -> anyhow::Result<Vec<Record>> {
     let t0 = Instant::now();
     preflight(lab)?;
-    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
-        Some(lab.clouds_yaml.clone()),
-        lab.cloud.clone(),
-    ))
-    .await
-    .context("login to the lab cloud")?;
+    let cloud = login(lab).await?;
     let left = net::cleanup_leftovers(lab, &cloud).await?;
     if left > 0 {
         eprintln!("datapath: removed {left} leftovers of an earlier run");
@@ -221,12 +221,7 @@ async fn measure_on_vms(lab: &Lab, o: &DatapathOpts, t0: Instant) -> anyhow::Res
         nodes.iter().map(|n| &n.name).collect::<Vec<_>>()
     );
     let vms = [&nodes[0], &nodes[1]];
-    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
-        Some(lab.clouds_yaml.clone()),
-        lab.cloud.clone(),
-    ))
-    .await
-    .context("login to the lab cloud")?;
+    let cloud = login(lab).await?;
     let run_id = format!("{:04x}", fastrand::u16(..));
     let owner = Owner::new(OWNER_CLUSTER, "datapath", &run_id);
     let ctx = Ctx {
