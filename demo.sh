@@ -205,13 +205,13 @@ vm_pods=$(kubectl -n kuryr-demo get pods -l app=demo-vm --field-selector=status.
 targets=$( { for p in "${pods[@]}"; do set -- $p; echo "$1 $2"; done; echo "$vm_pods"; } | awk 'NF==2')
 if [ -z "$vm_pods" ]; then echo "  (no demo-vm pod running)"; else
   echo "  ping matrix across the namespace nodes' pods (macvlan) and qvm1's (VLAN subports):"
-  printf '    %-36s' from\\to; while read -r n _; do printf '%-19s' "${n#demo-}"; done <<<"$targets"; echo
+  printf '    %-36s' from\\to; while read -r n _; do printf '%-21s' "${n#demo-}"; done <<<"$targets"; echo
   for a in "${pods[@]}"; do
     set -- $a; printf '    %-36s' "$1"; pid=$3
     while read -r _ ip; do
-      if [ "$ip" = "$2" ]; then printf '%-19s' -; continue; fi
+      if [ "$ip" = "$2" ]; then printf '%-21s' -; continue; fi
       ok=FAIL; for _ in 1 2 3; do nsenter -t "$pid" -n ping -c 1 -W 2 "$ip" >/dev/null 2>&1 && { ok=ok; break; }; done
-      printf '%-19s' "$ok"
+      printf '%-21s' "$ok"
     done <<<"$targets"; echo
   done
   # No exec into the guest's kubelet from here: a probe pod on qvm1 (a VLAN subport too) pings, kubelet
@@ -238,7 +238,7 @@ YAML
     pip=$(kubectl -n kuryr-demo get pod demo-vm-probe -o jsonpath='{.status.podIP}')
     printf '    %-36s' "vm-probe ($pip, qvm1)"
     kubectl -n kuryr-demo get pod demo-vm-probe -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' \
-      | while read -r r; do printf '%-19s' "$r"; done; echo
+      | while read -r r; do printf '%-21s' "$r"; done; echo
   else
     echo "    (the probe pod did not finish; kubectl -n kuryr-demo describe pod demo-vm-probe)"
   fi
