@@ -25,6 +25,16 @@ pub enum Located {
 
 pub async fn locate(round: &mut Round<'_>) -> Result<Located> {
     let ctx = round.ctx;
+    // A replacement whose status write was lost (409, an API server restart) leaves the status naming the
+    // load balancer given up on: go on as that write would have, or it is replaced a second time.
+    if round
+        .st
+        .loadbalancer
+        .as_ref()
+        .is_some_and(|rec| ctx.schedule().is_abandoned(&rec.id))
+    {
+        super::status::forget_lb(&mut round.st);
+    }
     let Some(rec) = round.st.loadbalancer.clone() else {
         // Let a new Service's endpoints burst settle before the tag list, so it is made once.
         if let Some(wait) = round.coalesce() {

@@ -90,6 +90,9 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     if let Some(wait) = not_due {
         return Ok(Action::requeue(wait));
     }
+    if ctx.schedule().behind(uid.as_str(), rv.as_deref()) {
+        return Ok(Action::requeue(ctx.config.poll_min));
+    }
     let start = ctx
         .schedule()
         .start_round(uid.as_str(), generation, Instant::now());
