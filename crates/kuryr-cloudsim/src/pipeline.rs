@@ -221,12 +221,22 @@ async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
 
     // Authentication.
     let mut project = None;
+    // noauth: Neutron's and Octavia's noauth context is an admin one.
+    let mut admin = true;
     if !PUBLIC_OPS.contains(&op) {
         match profile.auth {
             AuthMode::Keystone => {
                 let token = req.headers().get("x-auth-token").and_then(|v| v.to_str().ok());
-                match token.and_then(|t| lock(&sh.tokens).valid(t).map(|t| t.project_id.clone())) {
-                    Some(pr) => project = Some(pr),
+                let found = token.and_then(|t| {
+                    lock(&sh.tokens)
+                        .valid(t)
+                        .map(|t| (t.project_id.clone(), t.roles.iter().any(|r| r == "admin")))
+                });
+                match found {
+                    Some((pr, is_admin)) => {
+                        project = Some(pr);
+                        admin = is_admin;
+                    }
                     None => {
                         log(401, items, None, op);
                         return ApiError::unauthorized().into_response();
@@ -320,6 +330,7 @@ async fn handle(p: Arc<Pipeline>, req: Request, next: Next) -> Response {
     req.extensions_mut().insert(Ctx {
         op,
         project,
+        admin,
         base_url: format!("http://{host}"),
         ipam_conflict,
     });

@@ -221,6 +221,8 @@ pub struct Ctx {
     pub op: &'static str,
     /// Project of the token (keystone auth) or of `X-Project-Id` (noauth).
     pub project: Option<String>,
+    /// The token has the admin role (noauth: always).
+    pub admin: bool,
     /// `http://host:port` as the client addressed us.
     pub base_url: String,
     /// This port create must fail with an IPAM conflict.
@@ -228,13 +230,28 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// The project a new resource belongs to: the body's, else the caller's, else the default.
-    pub fn project_for(&self, body: &serde_json::Map<String, serde_json::Value>, default: &str) -> String {
-        body.get("project_id")
+    /// The project a new resource belongs to: the body's, else the caller's, else the default. Naming a
+    /// project other than the token's takes the admin role, as in Neutron (400 with its message).
+    pub fn project_for(
+        &self,
+        body: &serde_json::Map<String, serde_json::Value>,
+        default: &str,
+    ) -> Result<String, ApiError> {
+        let asked = body
+            .get("project_id")
             .or_else(|| body.get("tenant_id"))
-            .and_then(serde_json::Value::as_str)
+            .and_then(serde_json::Value::as_str);
+        if let (Some(a), Some(own)) = (asked, &self.project) {
+            if a != own && !self.admin {
+                return Err(ApiError::bad_request(
+                    "Specifying 'project_id' or 'tenant_id' other than the authenticated project in request \
+                     requires admin privileges",
+                ));
+            }
+        }
+        Ok(asked
             .map(str::to_owned)
             .or_else(|| self.project.clone())
-            .unwrap_or_else(|| default.to_owned())
+            .unwrap_or_else(|| default.to_owned()))
     }
 }

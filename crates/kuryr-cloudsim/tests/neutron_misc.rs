@@ -242,3 +242,58 @@ async fn network_and_subnet_updates_refuse_read_only_attributes() {
         .await;
     assert_eq!((s, v["network"]["mtu"].as_u64()), (200, Some(1400)));
 }
+
+#[tokio::test]
+async fn another_project_in_a_create_takes_the_admin_role() {
+    let mut profile = kuryr_cloudsim::Profile::zero();
+    profile
+        .keystone
+        .users
+        .push(kuryr_cloudsim::profile::KeystoneUser {
+            id: "0000000000000000000000000000000c".to_owned(),
+            name: "tenant".to_owned(),
+            password: "tenant-secret".to_owned(),
+            project: "service".to_owned(),
+            roles: vec!["member".to_owned(), "reader".to_owned()],
+            ..Default::default()
+        });
+    let mut t = start(profile).await;
+    let other = kuryr_cloudsim::profile::ADMIN_PROJECT_ID;
+    // The admin (kuryr) may make a network in another project: it is that project's.
+    let (s, v) = t
+        .post(
+            "/v2.0/networks",
+            json!({"network": {"name": "a", "project_id": other}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["network"]["project_id"], other);
+    // A member may not: Neutron's 400 with its message, nothing made.
+    t.token = Some(t.login("tenant", "tenant-secret").await);
+    let (s, v) = t
+        .post(
+            "/v2.0/networks",
+            json!({"network": {"name": "b", "tenant_id": other}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v.to_string().contains("requires admin privileges"), "{v}");
+    let (s, v) = t
+        .post(
+            "/v2.0/ports",
+            json!({"port": {"network_id": "x", "project_id": other}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    // Its own project, named or not, is fine.
+    let own = kuryr_cloudsim::profile::SERVICE_PROJECT_ID;
+    let (s, v) = t
+        .post(
+            "/v2.0/networks",
+            json!({"network": {"name": "c", "project_id": own}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (_, v) = t.get("/v2.0/networks?name=b").await;
+    assert_eq!(v["networks"].as_array().map(Vec::len), Some(0), "{v}");
+}

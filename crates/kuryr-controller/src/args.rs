@@ -73,6 +73,12 @@ pub struct Args {
     /// Project owning the ports; default: the token's project.
     #[arg(long, env = "KURYR_PROJECT_ID")]
     pub project_id: Option<String>,
+    /// Projects (ids, comma separated) a Namespace may name with the openstack.org/kuryr-project
+    /// annotation: its pods' ports, its network and its NetworkPolicies' security groups are then made in
+    /// that project (the credentials must be allowed to: admin, docs/projects.md); default: none, the
+    /// annotation is refused with an Event.
+    #[arg(long, env = "KURYR_NAMESPACE_PROJECTS", value_delimiter = ',')]
+    pub namespace_projects: Vec<String>,
     /// Only watch Pods and KuryrPorts of this namespace.
     #[arg(long, env = "KURYR_NAMESPACE")]
     pub namespace: Option<String>,
@@ -282,6 +288,8 @@ impl Args {
             .map(str::to_owned);
         c.pod_security_groups = self.pod_security_groups.clone();
         c.project_id = self.project_id.clone();
+        c.namespace_projects =
+            kuryr_core::projects::NamespaceProjects::new(nonempty(&self.namespace_projects));
         c.namespace = self.namespace.clone();
         c.vlan_range = VlanRange::new(self.vlan_first, self.vlan_last).context("vlan-first / vlan-last")?;
         c.pool_limits = PoolLimits::new(self.ports_pool_min, self.ports_pool_max, self.ports_pool_batch)
@@ -474,7 +482,13 @@ impl Args {
             anyhow::bail!("{e}");
         }
         Metrics::register_cloud(&mut registry, cloud.metrics().clone());
-        let project_id = config.project_id.clone().or_else(|| cloud.project_id());
+        // Namespaces in projects of their own: the sweep lists every project the credentials see (the
+        // cluster tag still scopes it).
+        let project_id = if config.namespace_projects.enabled() {
+            None
+        } else {
+            config.project_id.clone().or_else(|| cloud.project_id())
+        };
         let collector = Collector::new(
             cloud.clone(),
             client.clone(),
@@ -715,6 +729,17 @@ mod tests {
         assert_eq!(a.fip_cidrs.len(), 1);
         argv.extend(["--lb-floating-ip-cidrs", "203.0.113.1/8"]);
         assert!(Args::try_parse_from(argv).unwrap().config().is_err());
+    }
+
+    #[test]
+    fn namespace_projects_are_a_comma_list_and_off_by_default() {
+        let base = ["kuryr-controller", "--cluster-id", "c1", "--pod-subnet", "sub"];
+        let c = Args::try_parse_from(base).unwrap().config().unwrap();
+        assert!(!c.namespace_projects.enabled());
+        let mut argv = base.to_vec();
+        argv.extend(["--namespace-projects", "p-a, p-b,"]);
+        let c = Args::try_parse_from(argv).unwrap().config().unwrap();
+        assert_eq!(c.namespace_projects.listed().collect::<Vec<_>>(), ["p-a", "p-b"]);
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct Config {
     pub pod_security_groups: Vec<String>,
     /// Project owning the ports; `None` means the project of the cloud's token.
     pub project_id: Option<String>,
+    /// Projects a Namespace may name with `openstack.org/kuryr-project` (its ports, network and security
+    /// groups are made there); empty: the annotation is not honoured.
+    pub namespace_projects: kuryr_core::projects::NamespaceProjects,
     pub vlan_range: VlanRange,
     /// Warm port pools (nested-vlan, neutron-vif); on by default.
     pub pools_enabled: bool,
@@ -57,6 +60,7 @@ impl Config {
             pod_subnet_id: pod_subnet_id.into(),
             pod_security_groups: Vec::new(),
             project_id: None,
+            namespace_projects: Default::default(),
             vlan_range: VlanRange::default(),
             pools_enabled: true,
             pool_limits: PoolLimits::new(5, 20, 10).unwrap_or_default(),

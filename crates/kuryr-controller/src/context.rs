@@ -41,6 +41,8 @@ pub struct Context {
     pub networks: crate::networks::State,
     /// `--namespace-selector` answers per namespace (see [`crate::scope::selected`]).
     pub selected_namespaces: crate::scope::SelectedCache,
+    /// Namespaces' projects (see [`crate::projects::of_namespace`]).
+    pub namespace_projects: crate::scope::NamespaceCache<String>,
 }
 
 impl Context {
@@ -70,6 +72,7 @@ impl Context {
             macvlan: MacvlanState::default(),
             networks: crate::networks::State::default(),
             selected_namespaces: Default::default(),
+            namespace_projects: Default::default(),
         }
     }
 

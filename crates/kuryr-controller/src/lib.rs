@@ -30,6 +30,7 @@ pub mod networks;
 pub mod pods;
 pub mod policies;
 pub mod ports;
+pub mod projects;
 pub mod runtime;
 pub mod scope;
 pub mod services;

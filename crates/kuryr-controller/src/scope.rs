@@ -15,27 +15,35 @@ use crate::config::Config;
 use crate::errors::{Error, Result};
 use crate::toolkit::lock;
 
-/// How long an answer of [`selected`] is reused: a burst of pods in one namespace asks once, and a namespace
-/// labelled into (or out of) the selector is seen within this.
-const SELECTED_TTL: Duration = Duration::from_secs(10);
+/// How long an answer read off a Namespace ([`selected`], its project) is reused: a burst of pods in one
+/// namespace asks once, and a namespace relabelled or re-annotated is seen within this.
+const NAMESPACE_TTL: Duration = Duration::from_secs(10);
 
-/// Answers of [`selected`] per namespace, with when they were read.
-#[derive(Default)]
-pub struct SelectedCache(Mutex<HashMap<String, (bool, Instant)>>);
+/// Answers read off Namespaces, per namespace, with when they were read.
+pub struct NamespaceCache<T>(Mutex<HashMap<String, (T, Instant)>>);
 
-impl SelectedCache {
-    fn get(&self, ns: &str, now: Instant) -> Option<bool> {
-        let map = lock(&self.0);
-        map.get(ns)
-            .filter(|(_, at)| now.duration_since(*at) < SELECTED_TTL)
-            .map(|(yes, _)| *yes)
-    }
-
-    fn put(&self, ns: &str, yes: bool, now: Instant) {
-        let mut map = lock(&self.0);
-        map.insert(ns.to_owned(), (yes, now));
+impl<T> Default for NamespaceCache<T> {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::new()))
     }
 }
+
+impl<T: Clone> NamespaceCache<T> {
+    pub fn get(&self, ns: &str, now: Instant) -> Option<T> {
+        let map = lock(&self.0);
+        map.get(ns)
+            .filter(|(_, at)| now.duration_since(*at) < NAMESPACE_TTL)
+            .map(|(v, _)| v.clone())
+    }
+
+    pub fn put(&self, ns: &str, value: T, now: Instant) {
+        let mut map = lock(&self.0);
+        map.insert(ns.to_owned(), (value, now));
+    }
+}
+
+/// `--namespace-selector` answers.
+pub type SelectedCache = NamespaceCache<bool>;
 
 /// Whether namespace `ns` matches `--namespace-selector` (always, without one). Pods, KuryrPorts and
 /// KuryrNetworks are watched cluster-wide, so this is what keeps a controller off another controller's
@@ -96,7 +104,7 @@ mod tests {
         cache.put("a", false, t0);
         assert_eq!(cache.get("a", t0 + Duration::from_secs(9)), Some(false));
         assert_eq!(
-            cache.get("a", t0 + SELECTED_TTL),
+            cache.get("a", t0 + NAMESPACE_TTL),
             None,
             "stale answers are read again"
         );

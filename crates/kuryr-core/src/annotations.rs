@@ -1,7 +1,8 @@
 //! Annotations upstream Kuryr honoured that let whoever edits a Pod, Service or Namespace choose cloud
 //! resources: `openstack.org/kuryr-project` (the annotation project driver) and
-//! `k8s.v1.cni.cncf.io/networks` (extra networks, NPWG). kuryr-rs does not honour them: resources are made
-//! in the project and on the subnets the operator configured. Someone relying on them is told so with a
+//! `k8s.v1.cni.cncf.io/networks` (extra networks, NPWG). kuryr-rs does not honour them on Pods and
+//! Services: resources are made in the project and on the subnets the operator configured (a Namespace's
+//! project annotation is honoured when the operator lists the project: [`crate::projects`]). Someone relying on them is told so with a
 //! Warning Event (`AnnotationNotAllowed`); the object is served as if they were absent.
 
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use crate::lb::Problem;
 pub const NOT_HONOURED: &[(&str, &str)] = &[
     (
         annotations::PROJECT,
-        "resources are made in the project the operator configured, not one an annotation names",
+        "a project is chosen per Namespace (and only among --namespace-projects), not per Pod or Service",
     ),
     (
         annotations::NPWG_NETWORKS,
@@ -23,13 +24,24 @@ pub const NOT_HONOURED: &[(&str, &str)] = &[
     ),
 ];
 
-/// One [`Problem`] per such annotation present.
+/// One [`Problem`] per such annotation present (on a Pod or Service: a project is chosen per Namespace).
 pub fn refused(annotations: Option<&BTreeMap<String, String>>) -> Vec<Problem> {
+    refused_but(annotations, None)
+}
+
+/// [`refused`] for a Namespace: its project annotation is decided by
+/// [`crate::projects::NamespaceProjects::for_namespace`], not here.
+pub fn refused_on_namespace(annotations: Option<&BTreeMap<String, String>>) -> Vec<Problem> {
+    refused_but(annotations, Some(annotations::PROJECT))
+}
+
+fn refused_but(annotations: Option<&BTreeMap<String, String>>, except: Option<&str>) -> Vec<Problem> {
     let Some(ann) = annotations else {
         return Vec::new();
     };
     NOT_HONOURED
         .iter()
+        .filter(|(key, _)| Some(*key) != except)
         .filter_map(|(key, why)| {
             let value = ann.get(*key)?;
             Some(Problem::new(
@@ -66,5 +78,8 @@ mod tests {
             r[0].message
         );
         assert!(r[1].message.contains("k8s.v1.cni.cncf.io/networks"));
+        let on_ns = refused_on_namespace(Some(&ann));
+        assert_eq!(on_ns.len(), 1, "{on_ns:?}");
+        assert!(on_ns[0].message.contains("k8s.v1.cni.cncf.io/networks"));
     }
 }

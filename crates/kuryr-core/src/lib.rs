@@ -24,6 +24,7 @@ pub mod parent;
 pub mod pod;
 pub mod pool;
 pub mod pool_sizing;
+pub mod projects;
 pub mod subnet;
 pub mod vif;
 pub mod vlan;

@@ -139,6 +139,7 @@ async fn measure(
         cloud,
         cluster_id: CLUSTER,
         project_id: &cloud.project_id().unwrap_or_default(),
+        namespace_projects: &BTreeMap::new(),
     };
     let inputs = build(&w.objects(), true);
     let report = converge(&target, &inputs, &config.compile_options())

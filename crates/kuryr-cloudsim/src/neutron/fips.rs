@@ -152,7 +152,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "floatingip")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let net = str_field(&m, "floating_network_id").ok_or_else(|| {
         ApiError::bad_request(
             "Failed to parse request. Required attribute 'floating_network_id' not specified",

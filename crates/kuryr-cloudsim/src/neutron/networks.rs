@@ -44,7 +44,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "network")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let tags = refuse_body_tags(&m)?;
     let external = bool_field(&m, "router:external")?.unwrap_or(false);
     let mut w = sh.world();

@@ -318,7 +318,7 @@ pub async fn create(
             })
         }
         (_, Some(Value::Object(m))) => {
-            let project = ctx.project_for(m, &profile.keystone.default_project);
+            let project = ctx.project_for(m, &profile.keystone.default_project)?;
             w.check_quota(&project, "port", 1).and_then(|()| {
                 let id = create_one(w, jobs, &profile, &ctx, m, ctx.ipam_conflict)?;
                 let p = w.ports.get(&id).ok_or_else(|| port_not_found(&id))?;
@@ -340,7 +340,7 @@ fn bulk_create(
     let mut per_project: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
     for m in items {
         *per_project
-            .entry(ctx.project_for(m, &profile.keystone.default_project))
+            .entry(ctx.project_for(m, &profile.keystone.default_project)?)
             .or_default() += 1;
     }
     for (project, n) in &per_project {
@@ -370,7 +370,7 @@ fn create_one(
     ipam_conflict: bool,
 ) -> ApiResult<String> {
     let req = parse_req(m)?;
-    let project = ctx.project_for(m, &profile.keystone.default_project);
+    let project = ctx.project_for(m, &profile.keystone.default_project)?;
     let network_id = req.network_id.clone().ok_or_else(|| {
         ApiError::bad_request("Failed to parse request. Required attribute 'network_id' not specified")
     })?;

@@ -204,7 +204,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "router")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let tags = refuse_body_tags(&m)?;
     let mut w = sh.world();
     w.check_quota(&project, "router", 1)?;

@@ -133,7 +133,19 @@ pub async fn list(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let params = ListParams::from_query(&Query::parse(q.as_deref()), &[]);
+    let query = Query::parse(q.as_deref());
+    // As Neutron does: a listing makes sure the project it is about (its filter's, else the caller's)
+    // has its default group.
+    let project = query
+        .first("project_id")
+        .or_else(|| query.first("tenant_id"))
+        .map(str::to_owned)
+        .or_else(|| ctx.project.clone());
+    if let Some(p) = project {
+        // A quota refusal only means the group is not made by this listing.
+        let _ = ensure_default_sg(&mut sh.world(), &p);
+    }
+    let params = ListParams::from_query(&query, &[]);
     let items = sh.all_rendered(|w| &w.security_groups, render_sg);
     list_response(&ctx, &params, "security_groups", items)
 }
@@ -160,7 +172,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "security_group")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let tags = refuse_body_tags(&m)?;
     let mut w = sh.world();
     ensure_default_sg(&mut w, &project)?;
@@ -478,7 +490,7 @@ pub async fn create_rules(
         let m = it
             .as_object()
             .ok_or_else(|| ApiError::bad_request("Invalid security group rule"))?;
-        let project = ctx.project_for(m, &profile.keystone.default_project);
+        let project = ctx.project_for(m, &profile.keystone.default_project)?;
         rules.push(build_rule(&w, m, &project)?);
     }
     let mut seen: HashSet<_> = HashSet::new();

@@ -73,7 +73,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "subnetpool")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let prefixes = parse_prefixes(m.get("prefixes"))?;
     let v6 = prefixes.first().is_some_and(|c| c.v6);
     if prefixes.iter().any(|c| c.v6 != v6) {

@@ -69,7 +69,7 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = resource_body(&body, "subnet")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let tags = refuse_body_tags(&m)?;
     let network_id = str_field(&m, "network_id").ok_or_else(|| {
         ApiError::bad_request("Failed to parse request. Required attribute 'network_id' not specified")

@@ -175,7 +175,7 @@ pub async fn create(
     require_extension(&sh)?;
     let m = resource_body(&body, "trunk")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    let project = ctx.project_for(&m, &profile.keystone.default_project)?;
     let parent = str_field(&m, "port_id").ok_or_else(|| {
         ApiError::bad_request("Failed to parse request. Required attribute 'port_id' not specified")
     })?;

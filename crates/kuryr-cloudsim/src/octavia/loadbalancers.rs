@@ -92,7 +92,15 @@ pub async fn create(
 ) -> ApiResult<Response> {
     let m = body_obj(&body, "loadbalancer")?;
     let profile = sh.profile();
-    let project = ctx.project_for(&m, &profile.keystone.default_project);
+    // Octavia's answer to a member naming another project is its policy refusal.
+    let project = ctx
+        .project_for(&m, &profile.keystone.default_project)
+        .map_err(|_| {
+            ApiError::octavia(
+                StatusCode::FORBIDDEN,
+                "Policy does not allow this request to be performed.",
+            )
+        })?;
     let provider = s(&m, "provider").unwrap_or_else(|| profile.octavia.default_provider.clone());
     if !profile.octavia.providers.contains_key(&provider) {
         return Err(ApiError::octavia(

@@ -94,8 +94,9 @@ pub async fn router(ctx: &Context) -> Result<String> {
     Ok(id.clone())
 }
 
-/// Finds or creates the namespace's network, subnet and router interface (each step idempotent).
-pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str) -> Result<NamespaceNetwork> {
+/// Finds or creates the namespace's network, subnet and router interface (each step idempotent); the
+/// network and subnet in `project` (the namespace's: [`crate::projects`]).
+pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str) -> Result<NamespaceNetwork> {
     let owner = owner(ctx, kn_uid);
     let tags = owner.tags()?;
     let mut nets = networks::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
@@ -105,7 +106,7 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str) -> Result<Name
         Some(n) => n,
         None => {
             let req = CreateNetwork {
-                project_id: Some(ctx.project_id.clone()),
+                project_id: Some(project.to_owned()),
                 ..CreateNetwork::named(format!("kuryr-ns-{namespace}"))
             };
             let n = networks::create(&ctx.cloud, &req, &tags).await?;
@@ -124,7 +125,7 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str) -> Result<Name
                 subnetpool_id: Some(subnet_pool(ctx).await?),
                 prefixlen: Some(ctx.config.networks.prefixlen),
                 enable_dhcp: Some(false),
-                project_id: Some(ctx.project_id.clone()),
+                project_id: Some(project.to_owned()),
                 ..CreateSubnet::default()
             };
             let s = subnets::create(&ctx.cloud, &req, &tags).await?;

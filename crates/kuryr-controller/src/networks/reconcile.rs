@@ -66,7 +66,8 @@ async fn apply(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
     let lock = ctx.networks.lock_for(&ns);
     let _held = lock.lock().await;
     let uid = kn.metadata.uid.clone().unwrap_or_default();
-    let made = driver::ensure(ctx, &ns, &uid).await?;
+    let project = crate::projects::recorded(ctx, Some(kn.spec.project_id.as_str()));
+    let made = driver::ensure(ctx, &ns, &uid, project).await?;
     let st = kn.status.clone().unwrap_or_default();
     let mut want = st.clone();
     made.fill(&mut want);
@@ -164,13 +165,17 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
         return Ok(kn);
     }
     let ns: Api<Namespace> = Api::all(ctx.client.clone());
-    let labels = ns
+    let meta = ns
         .get(namespace)
         .await
         .map_err(Error::kube("get_namespace"))?
-        .metadata
-        .labels
-        .unwrap_or_default();
+        .metadata;
+    let project = ctx
+        .config
+        .namespace_projects
+        .for_namespace(meta.annotations.as_ref(), &ctx.project_id)
+        .project_id;
+    let labels = meta.labels.unwrap_or_default();
     let kn = KuryrNetwork {
         metadata: ObjectMeta {
             name: Some(namespace.to_owned()),
@@ -180,7 +185,7 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
         },
         spec: KuryrNetworkSpec {
             ns_name: namespace.to_owned(),
-            project_id: ctx.project_id.clone(),
+            project_id: project,
             ns_labels: labels,
         },
         status: None,
@@ -204,8 +209,15 @@ pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> 
         return Ok(Action::await_change());
     }
     let name = ns.name_any();
-    // Upstream's project annotation is not honoured: say so once.
-    let refused = kuryr_core::annotations::refused(ns.metadata.annotations.as_ref());
+    // Annotations not honoured (extra networks; a project not in --namespace-projects): say so once.
+    let ann = ns.metadata.annotations.as_ref();
+    let mut refused = kuryr_core::annotations::refused_on_namespace(ann);
+    refused.extend(
+        ctx.config
+            .namespace_projects
+            .for_namespace(ann, &ctx.project_id)
+            .refused,
+    );
     let messages = refused.iter().map(|p| p.message.clone()).collect();
     if ctx
         .ledger

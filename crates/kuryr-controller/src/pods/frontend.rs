@@ -116,9 +116,16 @@ async fn tell_refused(pod: &Pod, ctx: &Context) {
 }
 
 async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Result<()> {
-    let Some(desired) = pod::desired_kuryrport(pod) else {
+    let Some(mut desired) = pod::desired_kuryrport(pod) else {
         return Ok(());
     };
+    // The namespace's own project, when it has one: the KuryrPort keeps it for the pod's lifetime.
+    if let Some(ns) = pod.metadata.namespace.as_deref() {
+        let project = crate::projects::of_namespace(ctx, ns).await?;
+        if project != ctx.project_id {
+            desired.spec.project_id = Some(project);
+        }
+    }
     let pp = PostParams {
         field_manager: Some(MANAGER.into()),
         ..PostParams::default()

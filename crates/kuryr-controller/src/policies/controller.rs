@@ -3,7 +3,7 @@
 //! pause after the first wake-up), failures retried with backoff, and a periodic resync repairs drift
 //! made behind kuryr's back.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -194,10 +194,22 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
         })
         .cloned()
         .collect();
+    let namespace_projects: BTreeMap<String, String> = namespaces
+        .iter()
+        .filter_map(|ns| {
+            let project = ctx
+                .config
+                .namespace_projects
+                .for_namespace(ns.metadata.annotations.as_ref(), &ctx.project_id)
+                .project_id;
+            (project != ctx.project_id).then(|| (ns.name_any(), project))
+        })
+        .collect();
     let target = Target {
         cloud: &ctx.cloud,
         cluster_id: &ctx.config.cluster_id,
         project_id: &ctx.project_id,
+        namespace_projects: &namespace_projects,
     };
     let converged = match converge(&target, &inputs, &ctx.config.policy.compile_options()).await? {
         Ok(c) => c,

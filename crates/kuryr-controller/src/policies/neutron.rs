@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kuryr_core::policy::compile::Remote;
+use kuryr_core::policy::compile::{DesiredSg, Remote};
 use kuryr_core::policy::diff::GroupRef;
 use kuryr_core::policy::{
     Cidr, CompiledPolicy, CurrentPort, CurrentRule, CurrentSg, CurrentState, Direction, Family, Plan, PodKey,
@@ -18,12 +18,24 @@ use tracing::info;
 
 use crate::errors::{Error, Result};
 
-/// Who owns what: the cluster id and project the groups are made in.
+/// Who owns what: the cluster id and project the groups are made in (a namespace's own project for the
+/// groups of that namespace, `namespace_projects`).
 #[derive(Clone, Debug)]
 pub struct Target<'a> {
     pub cloud: &'a Cloud,
     pub cluster_id: &'a str,
     pub project_id: &'a str,
+    /// Namespaces whose project is not the controller's.
+    pub namespace_projects: &'a BTreeMap<String, String>,
+}
+
+impl Target<'_> {
+    /// The project a group with `key` is made in.
+    fn project_of(&self, key: &str) -> &str {
+        DesiredSg::namespace_of_key(key)
+            .and_then(|ns| self.namespace_projects.get(ns))
+            .map_or(self.project_id, String::as_str)
+    }
 }
 
 fn kind_filter(cluster_id: &str) -> Vec<String> {
@@ -189,7 +201,7 @@ pub async fn execute(t: &Target<'_>, desired: &CompiledPolicy, plan: &Plan) -> R
         let req = CreateSecurityGroup {
             name: g.name.clone(),
             description: Some(g.description.clone()),
-            project_id: Some(t.project_id.to_owned()),
+            project_id: Some(t.project_of(&g.key).to_owned()),
             ..CreateSecurityGroup::default()
         };
         let tags = Owner::new(t.cluster_id, OwnerKind::NetworkPolicySg.as_str(), &g.name).tags()?;

@@ -30,20 +30,23 @@ fn driver(ctx: &Context, vif_type: VifType) -> Result<Box<dyn VifDriver + Send +
 }
 
 /// The pod's SGs: its KuryrPort's when it names some, else the controller's defaults (resolved to ids, so
-/// pool ports compare equal).
-pub async fn pod_security_groups(ctx: &Context, kp: &KuryrPort) -> Result<BTreeSet<String>> {
+/// pool ports compare equal); in a namespace's own project, that project's `default` group (Neutron puts a
+/// port only in groups of its own project).
+pub async fn pod_security_groups(ctx: &Context, kp: &KuryrPort, project: &str) -> Result<BTreeSet<String>> {
     match &kp.spec.security_group_ids {
         Some(ids) if !ids.is_empty() => Ok(ids.iter().cloned().collect()),
+        _ if project != ctx.project_id => pool::project_default_sg(ctx, project).await,
         _ => pool::default_sgs(ctx).await,
     }
 }
 
 /// Wires the pod: its port from the pool of (node, network, project) when pools are on and the driver pools,
-/// else a port of its own.
+/// else a port of its own. Pools hold the controller's project's ports: a pod of a namespace in a project
+/// of its own gets a port of its own, made in that project.
 pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -> Result<Vif> {
     let driver = driver(ctx, vif_type)?;
     let subnet = crate::networks::selector::pod_subnet(ctx, facts).await?;
-    let pooled = ctx.config.pools_enabled && driver.pools_ports();
+    let pooled = ctx.config.pools_enabled && driver.pools_ports() && facts.project_id == ctx.project_id;
     let node = facts.node_name.clone();
     let key = |parent: PoolParent| PoolKey {
         parent,

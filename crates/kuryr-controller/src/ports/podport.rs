@@ -31,7 +31,7 @@ pub async fn create(
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pod(facts),
         subnet,
-        project_id: &ctx.project_id,
+        project_id: &facts.project_id,
         security_groups: &facts.security_groups,
         tags: &tags,
     });

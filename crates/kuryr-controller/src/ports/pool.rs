@@ -75,6 +75,20 @@ pub async fn default_sgs(ctx: &Context) -> Result<BTreeSet<String>> {
     Ok(sgs.clone())
 }
 
+/// The `default` security group of `project` (a namespace's own), looked up once per project.
+pub async fn project_default_sg(ctx: &Context, project: &str) -> Result<BTreeSet<String>> {
+    if let Some(sgs) = lock(&ctx.pools.project_default_sgs).get(project) {
+        return Ok(sgs.clone());
+    }
+    let found = security_groups::list(&ctx.cloud, Filter::new().name("default").project(project)).await?;
+    let sg = found.into_iter().next().ok_or_else(|| {
+        Error::CloudObjectMissing(format!("the default security group of project {project}"))
+    })?;
+    let sgs = BTreeSet::from([sg.id]);
+    lock(&ctx.pools.project_default_sgs).insert(project.to_owned(), sgs.clone());
+    Ok(sgs)
+}
+
 /// Rebuilds the pools from Neutron once per process, after the KuryrPort cache has synced (a port named in
 /// a status is in use, not free). Tagged pool ports attached nowhere (a refill cut short before
 /// `add_subports`, a release cut short between detach and delete) are deleted.

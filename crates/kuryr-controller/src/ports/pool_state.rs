@@ -37,6 +37,8 @@ pub struct PoolState {
     pub(super) targets: Mutex<BTreeMap<PoolKey, Target>>,
     pub(super) rebuilt: OnceCell<()>,
     pub(super) default_sgs: OnceCell<BTreeSet<String>>,
+    /// The `default` group of each namespace project (ports made outside the controller's project).
+    pub(super) project_default_sgs: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Ports out of their pool that an operation has in hand: taken for a pod whose status is not written
     /// yet, or being deleted. Locked before `pools` where both are held.
     busy: Mutex<BTreeSet<String>>,

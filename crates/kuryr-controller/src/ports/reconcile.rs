@@ -72,8 +72,9 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     let mut st = ctx.book.status_of(kp);
     if st.vifs.is_empty() {
         let vif_type = allocate::vif_type(ctx, kp)?;
-        let sgs = allocate::pod_security_groups(ctx, kp).await?;
-        let pod = facts(kp, &ctx.project_id, sgs)?;
+        let project = crate::projects::recorded(ctx, kp.spec.project_id.as_deref());
+        let sgs = allocate::pod_security_groups(ctx, kp, project).await?;
+        let pod = facts(kp, project, sgs)?;
         let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
         let vif = vif?;
         // A pool port stays out of the loose-port scan's reach until the status names it or it went back.

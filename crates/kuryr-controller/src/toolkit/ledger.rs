@@ -18,6 +18,8 @@ pub enum Topic {
     Annotations,
     /// The floating IP asked for.
     FloatingIp,
+    /// The project a Namespace asked for (told by the pod path when no namespace controller runs).
+    Project,
 }
 
 #[derive(Default)]

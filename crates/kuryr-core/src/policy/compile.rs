@@ -91,6 +91,18 @@ pub struct DesiredSg {
     pub rules: BTreeSet<Rule>,
 }
 
+impl DesiredSg {
+    /// The namespace a group with `key` belongs to (a NetworkPolicy's and its rule groups, namespace
+    /// isolation's): it is made in that namespace's project. `None` for selector groups, which may hold
+    /// pods of several namespaces: those stay in the controller's project.
+    pub fn namespace_of_key(key: &str) -> Option<&str> {
+        if let Some(rest) = key.strip_prefix("np/") {
+            return rest.split('/').next().filter(|ns| !ns.is_empty());
+        }
+        key.strip_prefix("nsiso/").filter(|ns| !ns.is_empty())
+    }
+}
+
 /// A Neutron address group holding the IPs of the pods one selector matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DesiredAddressGroup {
@@ -817,6 +829,28 @@ mod tests {
         assert!(a.contains("sel/ns=x/app=web") && a.contains(ALLOW_INGRESS_KEY));
         assert!(b.contains("np/x/p") && !b.contains(ALLOW_INGRESS_KEY) && b.contains(ALLOW_EGRESS_KEY));
         assert!(c.security_group("sel/ns=x/app=web").unwrap().rules.is_empty());
+    }
+
+    #[test]
+    fn a_policys_groups_belong_to_its_namespace_selector_and_shared_groups_to_none() {
+        let c = compile(
+            &cluster(),
+            &[policy(vec![from_web()], vec![])],
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(DesiredSg::namespace_of_key("np/x/p"), Some("x"));
+        assert_eq!(DesiredSg::namespace_of_key("np/x/p/ingress0/tcp/1"), Some("x"));
+        assert_eq!(DesiredSg::namespace_of_key("nsiso/x"), Some("x"));
+        assert_eq!(DesiredSg::namespace_of_key("sel/ns=x/app=web"), None);
+        assert_eq!(DesiredSg::namespace_of_key(ALLOW_INGRESS_KEY), None);
+        assert_eq!(DesiredSg::namespace_of_key("np//p"), None);
+        // Every group the compiler makes is one or the other.
+        assert!(c.security_groups.len() >= 2);
+        for g in &c.security_groups {
+            let ns = DesiredSg::namespace_of_key(&g.key);
+            assert_eq!(ns.is_some(), g.key.starts_with("np/"), "{}: {ns:?}", g.key);
+        }
     }
 
     #[test]
