@@ -151,10 +151,20 @@ EON
 done
 log "$LAB_VMS Nodes registered ($(since "$t")s)"
 
+# A second project, for the tests of a project per namespace (docs/projects.md): Keystone's `service`
+# project; under noauth any id is a project.
+if [ "$LAB_AUTH" = keystone ]; then
+  TENANT_PROJECT_ID=$(curl -sf -H "X-Auth-Token: $TOKEN" "http://127.0.0.1:$P_KEYSTONE/v3/projects?name=service" \
+    | jq -r '.projects[0].id // empty')
+  [ -n "$TENANT_PROJECT_ID" ] || die "bootstrap: Keystone has no project named service"
+else
+  TENANT_PROJECT_ID=5e1f0c0de5e1f0c0de5e1f0c0de5e1f0
+fi
+
 jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --arg auth "$LAB_AUTH" \
   --arg ks "$([ "$LAB_AUTH" = keystone ] && echo "http://127.0.0.1:$P_KEYSTONE/v3")" \
   --arg ks_short "$([ "$LAB_AUTH" = keystone ] && echo "http://127.0.0.1:$P_KEYSTONE_SHORT/v3")" --argjson short_exp "$LAB_SHORT_TOKEN_EXPIRATION" \
-  --arg neutron "http://127.0.0.1:$P_NEUTRON" --arg octavia "http://127.0.0.1:$P_OCTAVIA" --arg project "$PROJECT_ID" \
+  --arg neutron "http://127.0.0.1:$P_NEUTRON" --arg octavia "http://127.0.0.1:$P_OCTAVIA" --arg project "$PROJECT_ID" --arg tenant "$TENANT_PROJECT_ID" \
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
   --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
@@ -162,7 +172,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
     auth:$auth, keystone_url:(if $ks=="" then null else $ks end),
     keystone_short_token_url:(if $ks_short=="" then null else $ks_short end), short_token_expiration_s:$short_exp, neutron_url:$neutron, octavia_url:$octavia,
-    project_id:$project, region:$region, chassis:$chassis, service_cluster_ip_range:$svc_range,
+    project_id:$project, tenant_project_id:$tenant, region:$region, chassis:$chassis, service_cluster_ip_range:$svc_range,
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
     service_subnet_cidr:$sc, router_id:$r, external_network_id:$en, external_subnet_id:$es,
     octavia_providers:["ovn","amphora"], vms:$vms,

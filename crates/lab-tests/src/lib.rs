@@ -44,6 +44,9 @@ pub struct Lab {
     pub neutron_url: String,
     pub octavia_url: String,
     pub project_id: String,
+    /// A second project the lab's credentials may make resources in (a project per namespace).
+    #[serde(default)]
+    pub tenant_project_id: Option<String>,
     pub region: String,
     pub chassis: String,
     pub service_cluster_ip_range: String,

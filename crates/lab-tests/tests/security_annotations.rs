@@ -9,12 +9,14 @@
 //! - a Pod annotated with another project and extra networks gets an `AnnotationNotAllowed` Event naming
 //!   both and is wired on the configured subnet in the controller's project;
 //! - a Namespace annotated with a project in `--namespace-projects` has its pods' ports and its
-//!   NetworkPolicy's group made there; one not listed gets `ProjectNotAllowed` (docs/projects.md).
+//!   NetworkPolicy's group made there; one not listed gets `ProjectNotAllowed` (docs/projects.md); on
+//!   cloudsim and on the lab's real Keystone + Neutron (its second project, `tenant_project_id`).
 
 mod simnets;
 mod svc_common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
@@ -262,44 +264,61 @@ async fn services(h: &Harness) -> anyhow::Result<()> {
 async fn pods_cannot_choose_a_project_or_extra_networks() -> anyhow::Result<()> {
     with_pod_controller(
         "secpod",
-        |_| {},
+        |_, _| {},
         |w| async move { pod_scenario(&w.lab, &w.iso, &w.cloud, &w.pod_net, &w.other_net).await },
     )
     .await
 }
 
+fn listing_the_tenant(c: &mut Config, w: &Projects) {
+    c.namespace_projects = NamespaceProjects::new([w.tenant.clone()]);
+    c.policy.enabled = true;
+}
+
 #[tokio::test]
-async fn a_namespace_in_a_listed_project_has_its_ports_and_policy_groups_there() -> anyhow::Result<()> {
-    with_pod_controller(
-        "nsproj",
-        |c| {
-            c.namespace_projects = NamespaceProjects::new([ADMIN_PROJECT_ID.to_owned()]);
-            c.policy.enabled = true;
-        },
-        |w| async move { project_scenario(&w).await },
-    )
+async fn a_namespace_in_a_listed_project_has_its_ports_and_policy_groups_there_on_cloudsim(
+) -> anyhow::Result<()> {
+    with_pod_controller("nsproj", listing_the_tenant, |w| async move {
+        project_scenario(&w).await
+    })
     .await
 }
 
-/// What a pod scenario works with: the cloudsim cloud (admin credentials, project `service`), its pod
-/// network and another network, and the isolated namespace the in-process controller serves.
+#[tokio::test]
+async fn a_namespace_in_a_listed_project_has_its_ports_and_policy_groups_there_on_real_neutron(
+) -> anyhow::Result<()> {
+    with_lab_controller("nsprojlab", listing_the_tenant, |w| async move {
+        project_scenario(&w).await
+    })
+    .await
+}
+
+/// The controller's project and the one a namespace is put in.
+struct Projects {
+    home: String,
+    tenant: String,
+}
+
+/// What a pod scenario works with: the cloud (admin credentials), its pod network and another network,
+/// the projects, and the isolated namespace the in-process controller serves.
 struct PodWorld {
     lab: Lab,
     iso: cluster::Isolated,
     cloud: Cloud,
     pod_net: String,
     other_net: String,
+    projects: Projects,
 }
 
 /// Runs `scenario` against a fresh cloudsim (pod network, the lab Nodes' parent ports and trunks) and an
 /// in-process controller on an isolated namespace (pools off, `configure`d), then cleans up.
 async fn with_pod_controller<F, Fut>(
     prefix: &str,
-    configure: impl FnOnce(&mut Config),
+    configure: impl FnOnce(&mut Config, &Projects),
     scenario: F,
 ) -> anyhow::Result<()>
 where
-    F: FnOnce(std::sync::Arc<PodWorld>) -> Fut,
+    F: FnOnce(Arc<PodWorld>) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let lab = Lab::require();
@@ -354,25 +373,84 @@ where
         )
         .await?;
     }
-    let iso = cluster::isolated(&lab, prefix).await?;
-    let mut config = Config::new(&iso.cluster_id, &subnet.id);
-    config.namespace = Some(iso.ns.clone());
+    let projects = Projects {
+        home: SERVICE_PROJECT_ID.to_owned(),
+        tenant: ADMIN_PROJECT_ID.to_owned(),
+    };
+    let world = PodWorld {
+        iso: cluster::isolated(&lab, prefix).await?,
+        lab,
+        cloud,
+        pod_net: net.id.clone(),
+        other_net: other.id.clone(),
+        projects,
+    };
+    let result = serve(world, &subnet.id, configure, scenario).await;
+    drop(sim);
+    result
+}
+
+/// The same on the lab's own Keystone + Neutron (ML2/OVN): its pod subnet, its VMs' trunks, its project
+/// and its second one (`tenant_project_id`).
+async fn with_lab_controller<F, Fut>(
+    prefix: &str,
+    configure: impl FnOnce(&mut Config, &Projects),
+    scenario: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(Arc<PodWorld>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let lab = Lab::require();
+    let Some(tenant) = lab.tenant_project_id.clone() else {
+        anyhow::bail!("lab.json has no tenant_project_id: the lab predates it, run lab/lab up");
+    };
+    let cloud = Cloud::connect(ClientConfig::clouds_yaml(
+        Some(lab.clouds_yaml.clone()),
+        lab.cloud.clone(),
+    ))
+    .await
+    .context("login to the lab cloud")?;
+    let subnet = lab.pod_subnet_id.clone();
+    let world = PodWorld {
+        iso: cluster::isolated(&lab, prefix).await?,
+        cloud,
+        pod_net: lab.pod_network_id.clone(),
+        other_net: lab.service_network_id.clone(),
+        projects: Projects {
+            home: lab.project_id.clone(),
+            tenant,
+        },
+        lab,
+    };
+    serve(world, &subnet, configure, scenario).await
+}
+
+/// Runs the controller (pools off, `configure`d) on the world's namespace while `scenario` runs; then
+/// stops it and deletes the namespace (stripping finalizers when the scenario failed).
+async fn serve<F, Fut>(
+    world: PodWorld,
+    subnet_id: &str,
+    configure: impl FnOnce(&mut Config, &Projects),
+    scenario: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(Arc<PodWorld>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let mut config = Config::new(&world.iso.cluster_id, subnet_id);
+    config.project_id = Some(world.projects.home.clone());
+    config.namespace = Some(world.iso.ns.clone());
     config.pools_enabled = false;
-    configure(&mut config);
+    configure(&mut config, &world.projects);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(run(
-        Runtime::new(iso.client.clone(), cloud.clone(), config),
+        Runtime::new(world.iso.client.clone(), world.cloud.clone(), config),
         async {
             let _ = stopped.await;
         },
     ));
-    let world = std::sync::Arc::new(PodWorld {
-        lab,
-        iso,
-        cloud,
-        pod_net: net.id.clone(),
-        other_net: other.id.clone(),
-    });
+    let world = Arc::new(world);
     let result = scenario(world.clone()).await;
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
@@ -380,7 +458,16 @@ where
         cluster::strip_and_delete_all(&world.iso.client, &world.iso.ns).await;
     }
     cluster::delete_namespace(&world.iso.client, &world.iso.ns).await;
-    drop(sim);
+    // Groups the policy controller had no time to delete (it stopped with the scenario).
+    let left = security_groups::list(
+        &world.cloud,
+        Filter::new().tags(&Owner::cluster_filter(&world.iso.cluster_id)),
+    )
+    .await
+    .unwrap_or_default();
+    for g in left {
+        let _ = security_groups::delete(&world.cloud, &g.id).await;
+    }
     result
 }
 
@@ -478,7 +565,7 @@ async fn pod_scenario(
 async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
     let (iso, cloud) = (&w.iso, &w.cloud);
     let namespaces: Api<kuryr_api::Namespace> = Api::all(iso.client.clone());
-    let annotate = |project: &'static str| {
+    let annotate = |project: String| {
         let namespaces = namespaces.clone();
         let ns = iso.ns.clone();
         async move {
@@ -488,7 +575,7 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
                 .await
         }
     };
-    annotate(ADMIN_PROJECT_ID).await?;
+    annotate(w.projects.tenant.clone()).await?;
     let pods: Api<Pod> = Api::namespaced(iso.client.clone(), &iso.ns);
     let node = &w.lab.vms[0].name;
     pods.create(&PostParams::default(), &cluster::scheduled_pod("inproj", node))
@@ -497,22 +584,23 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
         &iso.client,
         &iso.ns,
         &["inproj".to_owned()],
-        Duration::from_secs(120),
+        Duration::from_secs(300),
     )
     .await?;
     let kps: Api<KuryrPort> = Api::namespaced(iso.client.clone(), &iso.ns);
     let kp = kps.get("inproj").await?;
     ensure!(
-        kp.spec.project_id.as_deref() == Some(ADMIN_PROJECT_ID),
+        kp.spec.project_id.as_deref() == Some(w.projects.tenant.as_str()),
         "KuryrPort project {:?}",
         kp.spec.project_id
     );
     let port = pod_port(w, &pods, "inproj").await?;
-    let admin_default = security_groups::list(cloud, Filter::new().name("default").project(ADMIN_PROJECT_ID))
-        .await?
-        .into_iter()
-        .next()
-        .context("no default group in the namespace's project")?;
+    let admin_default =
+        security_groups::list(cloud, Filter::new().name("default").project(&w.projects.tenant))
+            .await?
+            .into_iter()
+            .next()
+            .context("no default group in the namespace's project")?;
     // Made with the project's default group; the NetworkPolicy controller (on) then gives every pod port
     // the cluster's groups (allow-all while no policy selects it), which may be the controller's project's.
     let tagged: Vec<String> =
@@ -522,7 +610,7 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
             .map(|g| g.id)
             .collect();
     ensure!(
-        port.project_id == ADMIN_PROJECT_ID
+        port.project_id == w.projects.tenant
             && port.network_id == w.pod_net
             && port
                 .security_groups
@@ -558,7 +646,7 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
         .find(|g| g.description == description)
         .with_context(|| format!("no group for the policy among {}", groups.len()))?;
     ensure!(
-        np_group.project_id == ADMIN_PROJECT_ID,
+        np_group.project_id == w.projects.tenant,
         "policy group in project {}",
         np_group.project_id
     );
@@ -566,14 +654,14 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
         groups
             .iter()
             .filter(|g| g.description != description && g.name.starts_with("sel"))
-            .all(|g| g.project_id == SERVICE_PROJECT_ID),
+            .all(|g| g.project_id == w.projects.home),
         "selector groups outside the controller's project"
     );
     eprintln!("listed project: port, its default group and the policy's group in the namespace's project");
 
     // Not listed: served in the controller's project, with an Event on the Namespace. The project read
     // off a Namespace is reused for 10 s (docs/projects.md): let that pass.
-    annotate("000000000000000000000000000000ff").await?;
+    annotate("000000000000000000000000000000ff".to_owned()).await?;
     tokio::time::sleep(Duration::from_secs(11)).await;
     pods.create(&PostParams::default(), &cluster::scheduled_pod("outproj", node))
         .await?;
@@ -581,12 +669,12 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
         &iso.client,
         &iso.ns,
         &["outproj".to_owned()],
-        Duration::from_secs(120),
+        Duration::from_secs(300),
     )
     .await?;
     let port = pod_port(w, &pods, "outproj").await?;
     ensure!(
-        port.project_id == SERVICE_PROJECT_ID,
+        port.project_id == w.projects.home,
         "unlisted project: port in {}",
         port.project_id
     );
@@ -624,7 +712,7 @@ async fn project_scenario(w: &PodWorld) -> anyhow::Result<()> {
     for name in ["inproj", "outproj"] {
         pods.delete(name, &dp).await?;
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let left = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(&iso.cluster_id))).await?;
         if left.is_empty() && pods.list(&ListParams::default()).await?.items.is_empty() {
