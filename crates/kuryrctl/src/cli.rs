@@ -100,6 +100,10 @@ pub struct PreflightArgs {
     /// external.
     #[arg(long, env = "KURYR_EXTERNAL_NETWORK")]
     pub external_network: Option<String>,
+    /// Projects Namespaces may be put in (the controller's option, comma separated): each one's Neutron
+    /// quotas are checked against the pods, namespaces and policies of the Namespaces annotated with it.
+    #[arg(long, env = "KURYR_NAMESPACE_PROJECTS", value_delimiter = ',')]
+    pub namespace_projects: Vec<String>,
 }
 
 /// The controller's `--vif-driver` values.

@@ -11,7 +11,7 @@ use kuryr_core::CoreError;
 use serde::Serialize;
 
 use super::crd_drift::drift;
-use super::needs::{needs, Api, Counts};
+use super::needs::{needs, Api, Counts, Need};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -41,6 +41,15 @@ pub struct QuotaLine {
     pub used: Option<i64>,
 }
 
+/// A project Namespaces may be put in (docs/projects.md): the pods, namespaces and policies of the
+/// Namespaces annotated with it (`None`: Kubernetes not read) and its Neutron quotas.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectQuota {
+    pub project: String,
+    pub counts: Option<Counts>,
+    pub neutron_quota: BTreeMap<String, QuotaLine>,
+}
+
 /// Everything preflight looked at.
 #[derive(Debug, Clone)]
 pub struct Facts {
@@ -52,6 +61,8 @@ pub struct Facts {
     pub agents: Result<Vec<String>, String>,
     pub neutron_quota: BTreeMap<String, QuotaLine>,
     pub octavia_quota: BTreeMap<String, QuotaLine>,
+    /// Each `--namespace-projects` project: what its Namespaces hold and its Neutron quotas.
+    pub project_quotas: Vec<ProjectQuota>,
     pub counts: Counts,
     /// Where the counts came from (`kubernetes`, `flags`), or why Kubernetes could not be read.
     pub counts_source: String,
@@ -109,6 +120,7 @@ impl Default for Facts {
             agents: Err("not read".into()),
             neutron_quota: BTreeMap::new(),
             octavia_quota: BTreeMap::new(),
+            project_quotas: Vec::new(),
             counts: Counts::default(),
             counts_source: String::new(),
             installed_crds: None,
@@ -357,46 +369,77 @@ pub fn evaluate(f: &Facts) -> Vec<Check> {
         };
         let line = quotas.get(need.resource).copied().unwrap_or_default();
         let name = format!("quota {} {}", api_name(need.api), need.resource);
-        let used = line.used.unwrap_or(0);
-        let free = line.limit - used;
-        let needed = i64::try_from(need.needed).unwrap_or(i64::MAX);
-        let below_seed = need
-            .seed_minimum
-            .is_some_and(|m| line.limit >= 0 && line.limit < i64::try_from(m).unwrap_or(i64::MAX));
-        let (outcome, detail) = if line.limit >= 0 && free < needed {
-            (
-                Outcome::Fail,
-                format!("{free} free, cluster needs {needed} ({})", need.why),
-            )
-        } else if below_seed {
-            (
-                Outcome::Warn,
-                format!(
-                    "enough now, but below the documented minimum for a default cluster ({})",
-                    need.why
-                ),
-            )
-        } else if line.used.is_none() && line.limit >= 0 {
-            (
-                Outcome::Warn,
-                format!("usage unknown; limit covers the need ({})", need.why),
-            )
-        } else {
-            (Outcome::Pass, need.why.to_owned())
-        };
-        out.push(Check {
-            check: name,
-            outcome,
-            detail,
-            quota: Some(QuotaReport {
-                limit: line.limit,
-                used: line.used,
-                needed: need.needed,
-                seed_minimum: need.seed_minimum,
-            }),
-        });
+        out.push(quota_check(name, &need, line, "cluster"));
+    }
+    // A namespace's own project holds its pods' ports, its network and its policies' groups.
+    for p in &f.project_quotas {
+        let counts = p.counts.unwrap_or_default();
+        let what = format!("namespaces in project {}", p.project);
+        for need in needs(&counts).into_iter().filter(|n| {
+            n.api == Api::Neutron && matches!(n.resource, "port" | "network" | "subnet" | "security_group")
+        }) {
+            let line = p.neutron_quota.get(need.resource).copied().unwrap_or_default();
+            let name = format!("quota neutron {} (project {})", need.resource, p.project);
+            let mut check = quota_check(name, &need, line, &what);
+            if p.counts.is_none() {
+                check.outcome = Outcome::Warn;
+                check.detail = format!(
+                    "{}; Kubernetes not read: what its namespaces need is unknown",
+                    check.detail
+                );
+            }
+            out.push(check);
+        }
     }
     out
+}
+
+/// One quota line: `needed` of `need` against what `line` leaves free (`who` needs it).
+fn quota_check(name: String, need: &Need, line: QuotaLine, who: &str) -> Check {
+    let used = line.used.unwrap_or(0);
+    let free = line.limit - used;
+    let needed = i64::try_from(need.needed).unwrap_or(i64::MAX);
+    // The documented minimum is for a whole cluster's project.
+    let below_seed = who == "cluster"
+        && need
+            .seed_minimum
+            .is_some_and(|m| line.limit >= 0 && line.limit < i64::try_from(m).unwrap_or(i64::MAX));
+    let (outcome, detail) = if line.limit >= 0 && free < needed {
+        (
+            Outcome::Fail,
+            format!(
+                "{free} free, {who} need{} {needed} ({})",
+                if who == "cluster" { "s" } else { "" },
+                need.why
+            ),
+        )
+    } else if below_seed {
+        (
+            Outcome::Warn,
+            format!(
+                "enough now, but below the documented minimum for a default cluster ({})",
+                need.why
+            ),
+        )
+    } else if line.used.is_none() && line.limit >= 0 {
+        (
+            Outcome::Warn,
+            format!("usage unknown; limit covers the need ({})", need.why),
+        )
+    } else {
+        (Outcome::Pass, need.why.to_owned())
+    };
+    Check {
+        check: name,
+        outcome,
+        detail,
+        quota: Some(QuotaReport {
+            limit: line.limit,
+            used: line.used,
+            needed: need.needed,
+            seed_minimum: if who == "cluster" { need.seed_minimum } else { None },
+        }),
+    }
 }
 
 const KUBERNETES_SKIPPED: &str = "Kubernetes not read (--no-kubernetes)";
@@ -1084,6 +1127,57 @@ mod tests {
         );
         // Enough for this cluster, but under the documented 250: a warning, not a failure.
         assert_eq!(m["quota neutron network"], Outcome::Warn);
+    }
+
+    #[test]
+    fn each_namespace_project_gets_its_own_quota_lines() {
+        let mut f = good();
+        let line = |limit, used| QuotaLine {
+            limit,
+            used: Some(used),
+        };
+        f.project_quotas = vec![
+            ProjectQuota {
+                project: "p-a".into(),
+                counts: Some(Counts {
+                    namespaces: 2,
+                    pods: 30,
+                    policies: 1,
+                    ..Counts::default()
+                }),
+                neutron_quota: BTreeMap::from([
+                    ("port".to_owned(), line(40, 20)),
+                    ("network".to_owned(), line(10, 0)),
+                    ("subnet".to_owned(), line(10, 0)),
+                    ("security_group".to_owned(), line(-1, 3)),
+                ]),
+            },
+            ProjectQuota {
+                project: "p-b".into(),
+                counts: None,
+                neutron_quota: BTreeMap::from([("port".to_owned(), line(500, 0))]),
+            },
+        ];
+        let c = evaluate(&f);
+        let m = by_name(&c);
+        // 30 pods + 2 namespaces = 32 ports, 20 free.
+        assert_eq!(m["quota neutron port (project p-a)"], Outcome::Fail);
+        let port = c
+            .iter()
+            .find(|c| c.check == "quota neutron port (project p-a)")
+            .unwrap();
+        assert!(
+            port.detail
+                .starts_with("20 free, namespaces in project p-a need 32"),
+            "{}",
+            port.detail
+        );
+        assert_eq!(port.quota.as_ref().unwrap().seed_minimum, None);
+        assert_eq!(m["quota neutron network (project p-a)"], Outcome::Pass);
+        assert_eq!(m["quota neutron security_group (project p-a)"], Outcome::Pass);
+        // Kubernetes not read: the need is unknown, said as a warning.
+        assert_eq!(m["quota neutron port (project p-b)"], Outcome::Warn);
+        assert!(!m.contains_key("quota neutron security_group_rule (project p-a)"));
     }
 
     #[test]

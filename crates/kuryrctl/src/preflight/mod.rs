@@ -20,7 +20,7 @@ use kuryr_openstack::octavia::{self, listeners, loadbalancers, pools};
 use kuryr_openstack::{Cloud, Request};
 use serde::Serialize;
 
-pub use checks::{evaluate, Check, Facts, Outcome, QuotaLine};
+pub use checks::{evaluate, Check, Facts, Outcome, ProjectQuota, QuotaLine};
 pub use needs::Counts;
 pub use settings::Settings;
 
@@ -153,6 +153,14 @@ pub async fn gather(
     if f.octavia_version.is_ok() {
         f.octavia_quota = octavia_quota(cloud, project).await;
     }
+    let details = f.neutron_extensions.contains("quota_details");
+    for p in &settings.namespace_projects {
+        f.project_quotas.push(ProjectQuota {
+            project: p.clone(),
+            counts: None,
+            neutron_quota: neutron_quota(cloud, p, details).await,
+        });
+    }
     progress.step("quotas");
     if let Some(g) = &settings.pod_subnet {
         f.pod_subnet = Some(lookups::subnet(cloud, g).await);
@@ -194,6 +202,11 @@ pub async fn gather(
                 Ok(counts) => {
                     f.counts = counts;
                     f.counts_source = "kubernetes".into();
+                    if let Ok(per) = project_counts(&client, &settings.namespace_projects).await {
+                        for q in &mut f.project_quotas {
+                            q.counts = Some(per.get(&q.project).copied().unwrap_or_default());
+                        }
+                    }
                 }
                 Err(e) => {
                     f.counts = flags;
@@ -284,6 +297,51 @@ async fn octavia_quota(cloud: &Cloud, project: &str) -> BTreeMap<String, QuotaLi
         ),
         ("pool".to_owned(), line(limit("pool", "pool"), used_pools)),
     ])
+}
+
+/// Per listed project, the namespaces annotated with it and their pods and NetworkPolicies.
+async fn project_counts(
+    client: &kube::Client,
+    projects: &[String],
+) -> anyhow::Result<BTreeMap<String, Counts>> {
+    let mut out: BTreeMap<String, Counts> = BTreeMap::new();
+    if projects.is_empty() {
+        return Ok(out);
+    }
+    let lp = ListParams::default();
+    let mut of_ns: BTreeMap<String, String> = BTreeMap::new();
+    for ns in Api::<Namespace>::all(client.clone())
+        .list_metadata(&lp)
+        .await?
+        .items
+    {
+        let asked = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(kuryr_api::annotations::PROJECT))
+            .map(|p| p.trim().to_owned());
+        if let (Some(name), Some(p)) = (ns.metadata.name, asked.filter(|p| projects.contains(p))) {
+            out.entry(p.clone()).or_default().namespaces += 1;
+            of_ns.insert(name, p);
+        }
+    }
+    let pods = Api::<Pod>::all(client.clone()).list_metadata(&lp).await?.items;
+    for ns in pods.iter().filter_map(|p| p.metadata.namespace.as_ref()) {
+        if let Some(p) = of_ns.get(ns) {
+            out.entry(p.clone()).or_default().pods += 1;
+        }
+    }
+    let policies = Api::<NetworkPolicy>::all(client.clone())
+        .list_metadata(&lp)
+        .await?
+        .items;
+    for ns in policies.iter().filter_map(|p| p.metadata.namespace.as_ref()) {
+        if let Some(p) = of_ns.get(ns) {
+            out.entry(p.clone()).or_default().policies += 1;
+        }
+    }
+    Ok(out)
 }
 
 /// Counts from the cluster (flags given explicitly win).

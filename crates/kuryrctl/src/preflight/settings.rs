@@ -24,6 +24,8 @@ pub struct Settings {
     pub pod_subnet: Option<Given>,
     pub service_subnet: Option<Given>,
     pub external_network: Option<Given>,
+    /// `--namespace-projects` (or the file's list).
+    pub namespace_projects: Vec<String>,
 }
 
 /// What the settings file says, before the flags are laid over it.
@@ -33,6 +35,7 @@ pub struct FileSettings {
     pub pod_subnet: Option<String>,
     pub service_subnet: Option<String>,
     pub external_network: Option<String>,
+    pub namespace_projects: Option<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +82,25 @@ pub fn resolve(a: &PreflightArgs) -> Result<Settings, SettingsError> {
         pod_subnet: pick(&a.pod_subnet, "pod-subnet", file.pod_subnet),
         service_subnet: pick(&a.service_subnet, "service-subnet", file.service_subnet),
         external_network: pick(&a.external_network, "external-network", file.external_network),
+        namespace_projects: {
+            let flag: Vec<String> = list(a.namespace_projects.iter().map(String::as_str));
+            if flag.is_empty() {
+                file.namespace_projects.unwrap_or_default()
+            } else {
+                flag
+            }
+        },
     })
+}
+
+/// Trimmed, non-empty ids.
+fn list<'a>(items: impl Iterator<Item = &'a str>) -> Vec<String> {
+    items
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn read_file(path: &Path) -> Result<FileSettings, SettingsError> {
@@ -90,7 +111,7 @@ fn read_file(path: &Path) -> Result<FileSettings, SettingsError> {
     parse(&path.display().to_string(), &text)
 }
 
-/// The four settings preflight needs from the file's text; every other key is the controller's business.
+/// The settings preflight needs from the file's text; every other key is the controller's business.
 pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
     let doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|source| SettingsError::Yaml {
         path: path.to_owned(),
@@ -112,7 +133,7 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
         let name = key.replace('-', "_");
         if !matches!(
             name.as_str(),
-            "vif_driver" | "pod_subnet" | "service_subnet" | "external_network"
+            "vif_driver" | "pod_subnet" | "service_subnet" | "external_network" | "namespace_projects"
         ) {
             continue;
         }
@@ -121,6 +142,20 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
             key: key.to_owned(),
             reason: reason.to_owned(),
         };
+        if name == "namespace_projects" {
+            out.namespace_projects = Some(match v {
+                serde_yaml::Value::Null => Vec::new(),
+                serde_yaml::Value::String(s) => list(std::iter::once(s.as_str())),
+                serde_yaml::Value::Sequence(items) => {
+                    let ids: Option<Vec<String>> =
+                        items.iter().map(|i| i.as_str().map(str::to_owned)).collect();
+                    let ids = ids.ok_or_else(|| bad("expected a list of project ids"))?;
+                    list(ids.iter().map(String::as_str))
+                }
+                _ => return Err(bad("expected a list of project ids")),
+            });
+            continue;
+        }
         let value = match v {
             serde_yaml::Value::Null => continue,
             serde_yaml::Value::String(s) => s,
@@ -176,9 +211,21 @@ mod tests {
                 pod_subnet: Some("s-pod".into()),
                 service_subnet: Some("s-svc".into()),
                 external_network: Some("1234".into()),
+                namespace_projects: None,
             }
         );
         assert_eq!(parse("e.yaml", "").unwrap(), FileSettings::default());
+        let f = parse("p.yaml", "namespace_projects: [p-a, ' p-b']\n").unwrap();
+        assert_eq!(
+            f.namespace_projects,
+            Some(vec!["p-a".to_owned(), "p-b".to_owned()])
+        );
+        let f = parse("p.yaml", "namespace-projects: p-a,p-c\n").unwrap();
+        assert_eq!(
+            f.namespace_projects,
+            Some(vec!["p-a".to_owned(), "p-c".to_owned()])
+        );
+        assert!(parse("p.yaml", "namespace_projects: [[a]]\n").is_err());
     }
 
     #[test]
@@ -232,6 +279,9 @@ mod tests {
         assert_eq!(s.vif_driver, VifType::NestedMacvlan);
         let s = resolve(&args(&["--vif-driver", "neutron-vif"])).unwrap();
         assert_eq!((s.vif_driver, s.pod_subnet), (VifType::NeutronVif, None));
+        assert!(s.namespace_projects.is_empty());
+        let s = resolve(&args(&["--namespace-projects", "p-a,p-b"])).unwrap();
+        assert_eq!(s.namespace_projects, ["p-a", "p-b"]);
         assert!(matches!(
             resolve(&args(&["--config", "/nonexistent/kuryr.yaml"])),
             Err(SettingsError::Read { .. })
