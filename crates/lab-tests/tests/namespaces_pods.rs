@@ -3,6 +3,8 @@
 //! pods' subports take their IPs from that subnet, and deleting the pods and then the namespace removes the
 //! ports, the router interface, the subnet and the network (tag scan of this run's cluster id).
 //! Pods go to vm3 (no kubelet there): they stay Pending but are scheduled, which is all the pod path needs.
+//! The second test does it for a Namespace put in the lab's second project (`--namespace-projects`): the
+//! network, subnet and ports are that project's.
 
 mod nsnet;
 
@@ -13,7 +15,7 @@ use anyhow::{bail, ensure, Context as _};
 use kuryr_api::{
     Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Pod, PostParams, ResourceExt,
 };
-use kuryr_openstack::neutron::{ports, subnets};
+use kuryr_openstack::neutron::{networks, ports, subnets};
 use kuryr_openstack::Cloud;
 use lab_tests::Lab;
 use nsnet::{delete_subnetpools, leftovers, strip_finalizers, wait_gone, WAIT};
@@ -23,22 +25,45 @@ const NODE: &str = "vm3";
 
 #[tokio::test]
 async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_namespace() -> anyhow::Result<()> {
+    in_namespace_mode(false).await
+}
+
+/// The same for a Namespace annotated with the lab's second project, listed in `--namespace-projects`:
+/// its network, subnet and pod ports are made in that project (docs/projects.md).
+#[tokio::test]
+async fn a_namespace_in_its_own_project_gets_its_network_and_ports_there() -> anyhow::Result<()> {
+    in_namespace_mode(true).await
+}
+
+async fn in_namespace_mode(own_project: bool) -> anyhow::Result<()> {
     let lab = Lab::require();
     let (client, cloud, run_id) = nsnet::connect(&lab).await?;
     let ns = format!("nsnet-{run_id}");
     let cluster_id = format!("nstest-{run_id}");
     let mut config = nsnet::namespace_mode(&lab, &cluster_id);
     config.namespace = Some(ns.clone());
+    let mut annotations = serde_json::Map::new();
+    let project = if own_project {
+        let tenant = lab
+            .tenant_project_id
+            .clone()
+            .context("lab.json has no tenant_project_id: the lab predates it, run lab/lab up")?;
+        config.namespace_projects = kuryr_core::projects::NamespaceProjects::new([tenant.clone()]);
+        annotations.insert(kuryr_api::annotations::PROJECT.to_owned(), tenant.clone().into());
+        tenant
+    } else {
+        lab.project_id.clone()
+    };
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            &serde_json::from_value(json!({"metadata": {"name": ns, "annotations": annotations}}))?,
         )
         .await?;
     lab_tests::cluster::wait_default_service_account(&client, &ns).await?;
     let controller = nsnet::Controller::start(&client, &cloud, config);
-    let result = scenario(&client, &cloud, &ns, &lab).await;
+    let result = scenario(&client, &cloud, &ns, &lab, &project).await;
     if result.is_err() {
         strip_finalizers(&client, &ns).await;
     }
@@ -56,7 +81,8 @@ async fn pods_land_on_their_namespace_subnet_and_the_network_goes_with_the_names
     Ok(())
 }
 
-async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab) -> anyhow::Result<()> {
+/// `project`: where the namespace's network, subnet and ports must be.
+async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab, project: &str) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
     let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
@@ -92,6 +118,18 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab) -> anyhow
         "namespace network is the default pod network"
     );
     let subnet = subnets::get(cloud, &subnet_id).await?;
+    let network = networks::get(cloud, &net_id).await?;
+    ensure!(
+        network.project_id == project && subnet.project_id == project,
+        "network in project {}, subnet in {}; want {project}",
+        network.project_id,
+        subnet.project_id
+    );
+    ensure!(
+        kn.spec.project_id == project,
+        "KuryrNetwork spec.projectId {}",
+        kn.spec.project_id
+    );
     let (base, len) = subnet.cidr.split_once('/').context("cidr")?;
     let (base, len): (Ipv4Addr, u32) = (base.parse()?, len.parse()?);
     let mask = u32::MAX << (32 - len);
@@ -119,14 +157,15 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab) -> anyhow
         );
         let port = ports::get(cloud, &vif.port_id).await?;
         ensure!(
-            port.network_id == net_id,
-            "{}: Neutron says network {}",
+            port.network_id == net_id && port.project_id == project,
+            "{}: Neutron says network {}, project {}",
             kp.name_any(),
-            port.network_id
+            port.network_id,
+            port.project_id
         );
     }
     eprintln!(
-        "namespace {ns}: network {net_id}, subnet {} ; both pods on it",
+        "namespace {ns}: network {net_id}, subnet {} in project {project}; both pods on it",
         subnet.cidr
     );
     // Pods go first (their ports are released by the KuryrPort controller), the namespace after.
