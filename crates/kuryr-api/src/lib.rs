@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod annotations;
+pub mod attachment;
 pub mod conditions;
 pub mod crds;
 pub mod finalizers;
@@ -28,11 +29,12 @@ mod schema;
 mod scope;
 pub mod vif;
 
+pub use attachment::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
 pub use conditions::{Condition, ConditionStatus};
 pub use loadbalancer::{KuryrLoadBalancer, KuryrLoadBalancerSpec, KuryrLoadBalancerStatus};
 pub use network::{KuryrNetwork, KuryrNetworkSpec, KuryrNetworkStatus};
 pub use policy::{KuryrNetworkPolicy, KuryrNetworkPolicySpec, KuryrNetworkPolicyStatus};
-pub use port::{KuryrPort, KuryrPortSpec, KuryrPortStatus, PodVif};
+pub use port::{AdditionalNetwork, KuryrPort, KuryrPortSpec, KuryrPortStatus, PodVif};
 #[cfg(feature = "client")]
 pub use scope::scoped;
 pub use vif::{Vif, VifIp, VifType};

@@ -104,6 +104,23 @@ pub struct KuryrPortSpec {
     /// Security groups the port must have; absent means the controller's security group driver decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_group_ids: Option<Vec<String>>,
+    /// Networks besides the default one (the pod's `k8s.v1.cni.cncf.io/networks`, resolved through
+    /// NetworkAttachmentDefinitions when the KuryrPort was made): one port and one interface each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_networks: Vec<AdditionalNetwork>,
+}
+
+/// One extra interface of a pod: its name in the pod, the Neutron subnet its port takes its IP from, and
+/// the NetworkAttachmentDefinition (`namespace/name`) that asked for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdditionalNetwork {
+    #[schemars(length(min = 1))]
+    pub interface: String,
+    #[schemars(length(min = 1))]
+    pub subnet_id: String,
+    #[serde(default)]
+    pub attachment: String,
 }
 
 /// Allocated interfaces of the pod and how far wiring got.

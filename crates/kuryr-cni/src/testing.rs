@@ -43,6 +43,7 @@ pub fn mk_port(ns: &str, name: &str, uid: &str, vifs: Vec<(&str, Vif)>) -> Kuryr
             project_id: None,
             subnet_ids: None,
             security_group_ids: None,
+            additional_networks: Vec::new(),
         },
     );
     p.metadata.namespace = Some(ns.into());

@@ -249,6 +249,7 @@ async fn exercise(
                 project_id: None,
                 subnet_ids: None,
                 security_group_ids: None,
+                additional_networks: Vec::new(),
             },
         );
         kp.metadata.labels = Some([(labels::NODE_NAME.to_string(), p.node.clone())].into());

@@ -79,6 +79,11 @@ pub struct Args {
     /// annotation is refused with an Event.
     #[arg(long, env = "KURYR_NAMESPACE_PROJECTS", value_delimiter = ',')]
     pub namespace_projects: Vec<String>,
+    /// Neutron subnets (ids, comma separated) a NetworkAttachmentDefinition may name for pods' extra
+    /// interfaces (k8s.v1.cni.cncf.io/networks; docs/multi-network.md); default: none, the annotation is
+    /// refused with an Event.
+    #[arg(long, env = "KURYR_ADDITIONAL_SUBNETS", value_delimiter = ',')]
+    pub additional_subnets: Vec<String>,
     /// Only watch Pods and KuryrPorts of this namespace.
     #[arg(long, env = "KURYR_NAMESPACE")]
     pub namespace: Option<String>,

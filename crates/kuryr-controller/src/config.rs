@@ -24,6 +24,9 @@ pub struct Config {
     /// Projects a Namespace may name with `openstack.org/kuryr-project` (its ports, network and security
     /// groups are made there); empty: the annotation is not honoured.
     pub namespace_projects: kuryr_core::projects::NamespaceProjects,
+    /// Subnets a NetworkAttachmentDefinition may name for a pod's extra interfaces
+    /// (`k8s.v1.cni.cncf.io/networks`); empty: the annotation is not honoured.
+    pub additional_subnets: std::collections::BTreeSet<String>,
     pub vlan_range: VlanRange,
     /// Warm port pools (nested-vlan, neutron-vif); on by default.
     pub pools_enabled: bool,
@@ -61,6 +64,7 @@ impl Config {
             pod_security_groups: Vec::new(),
             project_id: None,
             namespace_projects: Default::default(),
+            additional_subnets: Default::default(),
             vlan_range: VlanRange::default(),
             pools_enabled: true,
             pool_limits: PoolLimits::new(5, 20, 10).unwrap_or_default(),

@@ -187,6 +187,7 @@ mod tests {
                 project_id: None,
                 subnet_ids: None,
                 security_group_ids: None,
+                additional_networks: Vec::new(),
             },
         );
         kp.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);

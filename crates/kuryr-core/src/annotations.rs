@@ -20,7 +20,7 @@ pub const NOT_HONOURED: &[(&str, &str)] = &[
     ),
     (
         annotations::NPWG_NETWORKS,
-        "no extra networks are attached: pods get ports on the subnets the operator configured",
+        "no extra networks are attached: no --additional-subnets are configured",
     ),
 ];
 
@@ -33,6 +33,12 @@ pub fn refused(annotations: Option<&BTreeMap<String, String>>) -> Vec<Problem> {
 /// [`crate::projects::NamespaceProjects::for_namespace`], not here.
 pub fn refused_on_namespace(annotations: Option<&BTreeMap<String, String>>) -> Vec<Problem> {
     refused_but(annotations, Some(annotations::PROJECT))
+}
+
+/// [`refused`] for a Pod when extra networks are served (`--additional-subnets`): those are decided by
+/// [`crate::attachments::resolve`], not here.
+pub fn refused_with_networks(annotations: Option<&BTreeMap<String, String>>) -> Vec<Problem> {
+    refused_but(annotations, Some(annotations::NPWG_NETWORKS))
 }
 
 fn refused_but(annotations: Option<&BTreeMap<String, String>>, except: Option<&str>) -> Vec<Problem> {
@@ -81,5 +87,8 @@ mod tests {
         let on_ns = refused_on_namespace(Some(&ann));
         assert_eq!(on_ns.len(), 1, "{on_ns:?}");
         assert!(on_ns[0].message.contains("k8s.v1.cni.cncf.io/networks"));
+        let served = refused_with_networks(Some(&ann));
+        assert_eq!(served.len(), 1, "{served:?}");
+        assert!(served[0].message.contains("kuryr-project"));
     }
 }

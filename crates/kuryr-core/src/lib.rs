@@ -11,6 +11,7 @@
 pub mod policy;
 
 pub mod annotations;
+pub mod attachments;
 pub mod backoff;
 pub mod drivers;
 pub mod error;

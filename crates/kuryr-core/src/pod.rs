@@ -183,6 +183,7 @@ pub fn desired_kuryrport(pod: &Pod) -> Option<KuryrPort> {
         project_id: None,
         subnet_ids: None,
         security_group_ids: None,
+        additional_networks: Vec::new(),
     };
     let mut kp = KuryrPort::new(&name, spec);
     kp.metadata = ObjectMeta {

@@ -19,6 +19,17 @@ pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
     crate::kube::install_crds(client, CRD_MANAGER).await
 }
 
+/// The Network Plumbing WG's NetworkAttachmentDefinition CRD (Multus installs it on a real cluster).
+pub async fn install_network_attachment_crd(client: &kube::Client) -> anyhow::Result<()> {
+    use kube::CustomResourceExt;
+    crate::kube::install_crd(
+        client,
+        CRD_MANAGER,
+        &kuryr_api::NetworkAttachmentDefinition::crd(),
+    )
+    .await
+}
+
 pub async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     create_namespace_object(client, &named(name)).await
 }

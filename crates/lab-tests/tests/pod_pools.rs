@@ -185,6 +185,7 @@ async fn scenario(lab: &Lab, scope: &Scope, cloud: &TestCloud) -> anyhow::Result
             project_id: None,
             subnet_ids: None,
             security_group_ids: Some(vec![other_sg.id.clone()]),
+            additional_networks: Vec::new(),
         },
     );
     kp.metadata.namespace = Some(scope.ns.clone());

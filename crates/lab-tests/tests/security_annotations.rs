@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
+use kuryr_api::attachment::KURYR_CONFIG;
 use kuryr_api::conditions::find_condition;
 use kuryr_api::{
-    annotations, Api, Event, KuryrLoadBalancer, KuryrPort, ListParams, NetworkPolicy, Patch, PatchParams,
-    Pod, PostParams, ResourceExt,
+    annotations, Api, Event, KuryrLoadBalancer, KuryrPort, ListParams, NetworkAttachmentDefinition,
+    NetworkPolicy, Patch, PatchParams, Pod, PostParams, ResourceExt,
 };
 use kuryr_cloudsim::profile::{ADMIN_PROJECT_ID, SERVICE_PROJECT_ID};
 use kuryr_cloudsim::{Profile, Sim};
@@ -270,9 +271,29 @@ async fn pods_cannot_choose_a_project_or_extra_networks() -> anyhow::Result<()> 
     .await
 }
 
-fn listing_the_tenant(c: &mut Config, w: &Projects) {
-    c.namespace_projects = NamespaceProjects::new([w.tenant.clone()]);
+fn listing_the_tenant(c: &mut Config, w: &PodWorld) {
+    c.namespace_projects = NamespaceProjects::new([w.projects.tenant.clone()]);
     c.policy.enabled = true;
+}
+
+fn allowing_the_extra_subnet(c: &mut Config, w: &PodWorld) {
+    c.additional_subnets = [w.extra_subnet.clone()].into();
+}
+
+#[tokio::test]
+async fn a_pod_gets_an_interface_per_allowed_network_attachment_on_cloudsim() -> anyhow::Result<()> {
+    with_pod_controller("multinet", allowing_the_extra_subnet, |w| async move {
+        networks_scenario(&w).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_pod_gets_an_interface_per_allowed_network_attachment_on_real_neutron() -> anyhow::Result<()> {
+    with_lab_controller("multinetlab", allowing_the_extra_subnet, |w| async move {
+        networks_scenario(&w).await
+    })
+    .await
 }
 
 #[tokio::test]
@@ -308,13 +329,16 @@ struct PodWorld {
     pod_net: String,
     other_net: String,
     projects: Projects,
+    /// A network of its own for extra interfaces, with one subnet.
+    extra_net: String,
+    extra_subnet: String,
 }
 
 /// Runs `scenario` against a fresh cloudsim (pod network, the lab Nodes' parent ports and trunks) and an
 /// in-process controller on an isolated namespace (pools off, `configure`d), then cleans up.
 async fn with_pod_controller<F, Fut>(
     prefix: &str,
-    configure: impl FnOnce(&mut Config, &Projects),
+    configure: impl FnOnce(&mut Config, &PodWorld),
     scenario: F,
 ) -> anyhow::Result<()>
 where
@@ -377,7 +401,10 @@ where
         home: SERVICE_PROJECT_ID.to_owned(),
         tenant: ADMIN_PROJECT_ID.to_owned(),
     };
+    let (extra_net, extra_subnet) = extra_network(&cloud, prefix).await?;
     let world = PodWorld {
+        extra_net,
+        extra_subnet,
         iso: cluster::isolated(&lab, prefix).await?,
         lab,
         cloud,
@@ -394,7 +421,7 @@ where
 /// and its second one (`tenant_project_id`).
 async fn with_lab_controller<F, Fut>(
     prefix: &str,
-    configure: impl FnOnce(&mut Config, &Projects),
+    configure: impl FnOnce(&mut Config, &PodWorld),
     scenario: F,
 ) -> anyhow::Result<()>
 where
@@ -412,7 +439,10 @@ where
     .await
     .context("login to the lab cloud")?;
     let subnet = lab.pod_subnet_id.clone();
+    let (extra_net, extra_subnet) = extra_network(&cloud, prefix).await?;
     let world = PodWorld {
+        extra_net,
+        extra_subnet,
         iso: cluster::isolated(&lab, prefix).await?,
         cloud,
         pod_net: lab.pod_network_id.clone(),
@@ -431,7 +461,7 @@ where
 async fn serve<F, Fut>(
     world: PodWorld,
     subnet_id: &str,
-    configure: impl FnOnce(&mut Config, &Projects),
+    configure: impl FnOnce(&mut Config, &PodWorld),
     scenario: F,
 ) -> anyhow::Result<()>
 where
@@ -442,7 +472,7 @@ where
     config.project_id = Some(world.projects.home.clone());
     config.namespace = Some(world.iso.ns.clone());
     config.pools_enabled = false;
-    configure(&mut config, &world.projects);
+    configure(&mut config, &world);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(run(
         Runtime::new(world.iso.client.clone(), world.cloud.clone(), config),
@@ -468,7 +498,24 @@ where
     for g in left {
         let _ = security_groups::delete(&world.cloud, &g.id).await;
     }
+    // The pods' ports are gone with the namespace; a port still on it makes this fail (it leaks then).
+    let _ = networks::delete(&world.cloud, &world.extra_net).await;
     result
+}
+
+/// A network and a /24 subnet for extra interfaces (a random 10.x range: nothing else of the lab uses 10/8).
+async fn extra_network(cloud: &Cloud, prefix: &str) -> anyhow::Result<(String, String)> {
+    let net = networks::create(
+        cloud,
+        &networks::CreateNetwork::named(format!("kuryr-extra-{prefix}-{:04x}", fastrand::u16(..))),
+        &[],
+    )
+    .await?;
+    let cidr = format!("10.{}.{}.0/24", fastrand::u8(100..200), fastrand::u8(..));
+    let mut sub = CreateSubnet::v4(&net.id, cidr.clone());
+    sub.enable_dhcp = Some(false);
+    let subnet = subnets::create(cloud, &sub, &[]).await?;
+    Ok((net.id, subnet.id))
 }
 
 async fn pod_scenario(
@@ -742,4 +789,130 @@ async fn pod_port(w: &PodWorld, pods: &Api<Pod>, name: &str) -> anyhow::Result<p
     .collect();
     ensure!(mine.len() == 1, "{} ports for pod {name}", mine.len());
     mine.pop().context("no port")
+}
+
+/// A pod asking for three NetworkAttachmentDefinitions: one on an allowed subnet becomes interface `data0`
+/// (its own port on that subnet, wired like eth0: a subport of the node's trunk with a VLAN of its own);
+/// one naming a subnet outside `--additional-subnets` and one that does not exist are told with Warning
+/// Events, and the pod is wired without them. Deleting the pod releases both ports.
+async fn networks_scenario(w: &PodWorld) -> anyhow::Result<()> {
+    let (iso, cloud) = (&w.iso, &w.cloud);
+    cluster::install_network_attachment_crd(&iso.client).await?;
+    let nads: Api<NetworkAttachmentDefinition> = Api::namespaced(iso.client.clone(), &iso.ns);
+    for (name, subnet) in [
+        ("extra", w.extra_subnet.as_str()),
+        ("blocked", "00000000-0000-4000-8000-0000000000bb"),
+    ] {
+        let mut nad = NetworkAttachmentDefinition::new(name, Default::default());
+        nad.metadata.annotations = Some(BTreeMap::from([(
+            KURYR_CONFIG.to_owned(),
+            serde_json::json!({ "subnetId": subnet }).to_string(),
+        )]));
+        nads.create(&PostParams::default(), &nad).await?;
+    }
+    let pods: Api<Pod> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let mut pod = cluster::scheduled_pod("multi", &w.lab.vms[0].name);
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        annotations::NPWG_NETWORKS.to_owned(),
+        "extra@data0, blocked, missing".to_owned(),
+    )]));
+    pods.create(&PostParams::default(), &pod).await?;
+    cluster::wait_ready(
+        &iso.client,
+        &iso.ns,
+        &["multi".to_owned()],
+        Duration::from_secs(300),
+    )
+    .await?;
+    let kps: Api<KuryrPort> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let kp = kps.get("multi").await?;
+    ensure!(
+        kp.spec.additional_networks.len() == 1
+            && kp.spec.additional_networks[0].interface == "data0"
+            && kp.spec.additional_networks[0].subnet_id == w.extra_subnet,
+        "KuryrPort additionalNetworks {:?}",
+        kp.spec.additional_networks
+    );
+    let st = kp.status.context("KuryrPort status")?;
+    let names: Vec<&String> = st.vifs.keys().collect();
+    ensure!(names == ["data0", "eth0"], "interfaces {names:?}");
+    let (eth0, data0) = (&st.vifs["eth0"], &st.vifs["data0"]);
+    ensure!(eth0.default && !data0.default, "eth0 is the default interface");
+    ensure!(
+        data0.vif.active && data0.vif.network_id == w.extra_net && eth0.vif.network_id == w.pod_net,
+        "data0 on {} (active {}), eth0 on {}",
+        data0.vif.network_id,
+        data0.vif.active,
+        eth0.vif.network_id
+    );
+    let port = ports::get(cloud, &data0.vif.port_id).await?;
+    ensure!(
+        port.fixed_ips.iter().any(|ip| ip.subnet_id == w.extra_subnet),
+        "data0's port has no address on the extra subnet: {:?}",
+        port.fixed_ips
+    );
+    ensure!(
+        data0.vif.vlan_id.is_some() && data0.vif.vlan_id != eth0.vif.vlan_id,
+        "VLANs eth0 {:?}, data0 {:?}",
+        eth0.vif.vlan_id,
+        data0.vif.vlan_id
+    );
+    // Both subports of one trunk: the node's (the trunk whose parent is its port).
+    let all = trunks::list(cloud, Filter::new()).await?;
+    let trunk = all
+        .iter()
+        .find(|t| t.sub_ports.iter().any(|s| s.port_id == eth0.vif.port_id))
+        .context("eth0 is no trunk's subport")?;
+    let parent = ports::get(cloud, &trunk.port_id).await?;
+    ensure!(
+        parent.fixed_ips.iter().any(|ip| ip.ip_address == w.lab.vms[0].ip),
+        "eth0's trunk is not {}'s",
+        w.lab.vms[0].name
+    );
+    ensure!(
+        trunk.sub_ports.iter().any(|s| s.port_id == data0.vif.port_id),
+        "data0's port {} is not a subport of {}'s trunk",
+        data0.vif.port_id,
+        w.lab.vms[0].name
+    );
+    // The refused ones, on the Pod.
+    let events: Api<Event> = Api::namespaced(iso.client.clone(), &iso.ns);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reasons: BTreeSet<String> = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("multi"))
+            .filter_map(|e| e.reason)
+            .collect();
+        if reasons.contains("SubnetNotAllowed") && reasons.contains("NetworkAttachmentInvalid") {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "Pod Events: {reasons:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    eprintln!("extra network: data0 on its own subport and subnet; the refused attachments told on the Pod");
+    let dp = kuryr_api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("multi", &dp).await?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let left = ports::list(cloud, Filter::new().tags(&Owner::cluster_filter(&iso.cluster_id))).await?;
+        let on_extra = ports::list(cloud, Filter::new().eq("network_id", &w.extra_net)).await?;
+        if left.is_empty() && on_extra.is_empty() && pods.get_opt("multi").await?.is_none() {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "ports left: {} tagged, {} on the extra network",
+            left.len(),
+            on_extra.len()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(())
 }

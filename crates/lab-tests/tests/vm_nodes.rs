@@ -9,23 +9,26 @@
 //! VM they reach each other and a Service VIP (an OVN load balancer), and a pod on a namespace node
 //! (nested-macvlan) reaches them (ICMP, HTTP), all through OVN; a NetworkPolicy admitting one client only drops the other's
 //! packets (the subport's security groups, enforced by OVN); deleting the pods leaves no Neutron port, no
-//! subport and no VLAN device in the VM. Checks inside the VM run as probe pods there (kubelet reports their
+//! subport and no VLAN device in the VM. Every pod also asks for a second network (a
+//! NetworkAttachmentDefinition): the VM's pods get it as `data0`, a subport of its own on another VLAN, and
+//! the probe in the VM reaches their `data0` addresses over that network. Checks inside the VM run as probe pods there (kubelet reports their
 //! termination message): the API server cannot reach the VM's kubelet for exec.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
+use kuryr_api::attachment::KURYR_CONFIG;
 use kuryr_api::k8s_openapi::api::core::v1::Service;
 use kuryr_api::{
-    Api, Client, DeleteParams, KuryrPort, ListParams, Namespace, NetworkPolicy, ObjectMeta, Pod, PostParams,
-    VifType,
+    annotations, Api, Client, DeleteParams, KuryrPort, ListParams, Namespace, NetworkAttachmentDefinition,
+    NetworkPolicy, ObjectMeta, Pod, PostParams, VifType,
 };
 use kuryr_controller::policies::PolicyConfig;
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::services::ServicesConfig;
 use kuryr_controller::Config;
-use kuryr_openstack::neutron::{ports, trunks, Filter};
+use kuryr_openstack::neutron::{networks, ports, subnets, trunks, Filter};
 use kuryr_openstack::{ClientConfig, Cloud, Owner};
 use lab_tests::nodes::{nsenter, pod_task};
 use lab_tests::Lab;
@@ -38,6 +41,9 @@ const KUBELET_LABEL: &str = "kuryr.lab/kubelet=true";
 const RUNNING_TIMEOUT: Duration = Duration::from_secs(600);
 const GONE_TIMEOUT: Duration = Duration::from_secs(300);
 const HTTP_PORT: u16 = 8080;
+/// The NetworkAttachmentDefinition every pod asks for, and the interface it becomes in the VM's pods.
+const EXTRA_NAD: &str = "extra";
+const EXTRA_IFNAME: &str = "data0";
 
 /// What lab/lib/vm-nodes.sh recorded of a VM node (`vm-nodes/<node>/vm.json`).
 #[derive(Debug, Deserialize)]
@@ -72,8 +78,12 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     let cluster_id = format!("kvm-{run_id}");
     lab_tests::cluster::create_namespace(&client, &ns).await?;
 
+    // A second network for the pods' extra interface (`k8s.v1.cni.cncf.io/networks`, docs/multi-network.md).
+    let extra = ExtraNetwork::create(&cloud, &client, &ns).await?;
+
     let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
     config.namespace = Some(ns.clone());
+    config.additional_subnets = [extra.subnet_id.clone()].into();
     config.project_id = Some(lab.project_id.clone());
     // The namespace nodes' default; the VM node's pod-vif label asks for nested-vlan.
     config.vif_type = VifType::NestedMacvlan;
@@ -93,7 +103,7 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     }));
 
     let mut seen = Vec::new();
-    let result = scenario(&client, &cloud, &ns, &vm, &knode, &mut seen).await;
+    let result = scenario(&client, &cloud, &ns, &vm, &knode, &extra, &mut seen).await;
 
     // Cleanup whatever happened: pods first (kubelet stops them, the controller releases the ports).
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -117,7 +127,9 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     let _ = Api::<Namespace>::all(client.clone())
         .delete(&ns, &DeleteParams::default())
         .await;
+    let extra_gone = networks::delete(&cloud, &extra.network_id).await;
     result?;
+    extra_gone.context("deleting the extra network (a port of ours left on it?)")?;
     ports_left?;
     // Nothing of ours on the trunk any more.
     let left: Vec<String> = trunks::get(&cloud, &vm.trunk_id)
@@ -131,12 +143,47 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     Ok(())
 }
 
+/// A Neutron network + subnet for extra interfaces and the NetworkAttachmentDefinition `extra` naming it.
+struct ExtraNetwork {
+    network_id: String,
+    subnet_id: String,
+}
+
+impl ExtraNetwork {
+    async fn create(cloud: &Cloud, client: &Client, ns: &str) -> anyhow::Result<Self> {
+        let net = networks::create(
+            cloud,
+            &networks::CreateNetwork::named(format!("kuryr-extra-{ns}")),
+            &[],
+        )
+        .await?;
+        let cidr = format!("10.{}.{}.0/24", fastrand::u8(100..200), fastrand::u8(..));
+        let mut sub = subnets::CreateSubnet::v4(&net.id, cidr);
+        sub.enable_dhcp = Some(false);
+        let subnet = subnets::create(cloud, &sub, &[]).await?;
+        lab_tests::cluster::install_network_attachment_crd(client).await?;
+        let mut nad = NetworkAttachmentDefinition::new(EXTRA_NAD, Default::default());
+        nad.metadata.annotations = Some(BTreeMap::from([(
+            KURYR_CONFIG.to_owned(),
+            json!({ "subnetId": subnet.id }).to_string(),
+        )]));
+        Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &nad)
+            .await?;
+        Ok(Self {
+            network_id: net.id,
+            subnet_id: subnet.id,
+        })
+    }
+}
+
 async fn scenario(
     client: &Client,
     cloud: &Cloud,
     ns: &str,
     vm: &VmNode,
     knode: &str,
+    extra: &ExtraNetwork,
     seen: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -161,6 +208,7 @@ async fn scenario(
     // The VM's pods are subports of its trunk at the VLAN their KuryrPort names; the other is a macvlan.
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
     let trunk = trunks::get(cloud, &vm.trunk_id).await?;
+    let mut extra_ips = Vec::new();
     for name in ["vm-a", "vm-b"] {
         let kp = kps.get(name).await?;
         let vif = kp
@@ -189,6 +237,28 @@ async fn scenario(
             vif.ips.first().map(|i| i.address.clone()) == Some(ip(name)),
             "{name}: {vif:?}"
         );
+        // Its extra interface: a subport of its own (another VLAN) on the extra network.
+        let data0 = kp
+            .status
+            .as_ref()
+            .and_then(|s| s.vifs.get(EXTRA_IFNAME))
+            .map(|v| v.vif.clone())
+            .with_context(|| format!("{name}: no {EXTRA_IFNAME} in its KuryrPort"))?;
+        seen.push(data0.port_id.clone());
+        ensure!(
+            data0.network_id == extra.network_id
+                && data0.vlan_id.is_some()
+                && data0.vlan_id != vif.vlan_id
+                && trunk.sub_ports.iter().any(|s| s.port_id == data0.port_id),
+            "{name}: {EXTRA_IFNAME} {data0:?}"
+        );
+        extra_ips.push(
+            data0
+                .ips
+                .first()
+                .map(|i| i.address.clone())
+                .context("data0 without IP")?,
+        );
     }
     let kp = kps.get("ns-c").await?;
     let ns_vif = kp
@@ -215,7 +285,8 @@ async fn scenario(
     // unanswered for 90 s and more, while the installed controller's (pools, no policy in the demo's
     // namespace) are answered from the first one: a macvlan pod's ingress is filtered on the shared VM port,
     // whose groups admit by remote group, and the subports here carry policy groups (docs/lab.md, VM nodes).
-    let targets = [ip("vm-a"), ip("vm-b")];
+    // The probe has its own data0: the VM pods' extra interfaces answer on the extra network too.
+    let targets = [ip("vm-a"), ip("vm-b"), extra_ips[0].clone(), extra_ips[1].clone()];
     let mut script = ping_lines(&targets);
     script.push_str(&format!(
         "for i in $(seq 60); do timeout 5 wget -q -O /dev/null http://{vip}/etc/passwd && break; sleep 3; done; \
@@ -407,9 +478,18 @@ fn pod(
                 "command": command}]
         }
     }))?;
+    // Every pod asks for the extra network: the VM's get it (nested-vlan), the namespace node's are told
+    // it is not attached (nested-macvlan has one port) and are wired on the pod network alone.
+    let annotations = (!host_network).then(|| {
+        BTreeMap::from([(
+            annotations::NPWG_NETWORKS.to_owned(),
+            format!("{EXTRA_NAD}@{EXTRA_IFNAME}"),
+        )])
+    });
     p.metadata = ObjectMeta {
         name: Some(name.into()),
         labels: Some(serde_json::from_value(labels)?),
+        annotations,
         ..ObjectMeta::default()
     };
     Ok(p)

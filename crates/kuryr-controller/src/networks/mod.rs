@@ -67,6 +67,8 @@ pub struct State {
     /// `Config::pod_subnet_id` with its network's MTU, read once.
     default_subnet: tokio::sync::OnceCell<Subnet>,
     subnets: Mutex<HashMap<String, Subnet>>,
+    /// Extra networks' subnets by id.
+    additional: Mutex<HashMap<String, Subnet>>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Woken at each `remember`.
     published: tokio::sync::Notify,
@@ -75,6 +77,14 @@ pub struct State {
 }
 
 impl State {
+    pub fn additional(&self, subnet_id: &str) -> Option<Subnet> {
+        lock(&self.additional).get(subnet_id).cloned()
+    }
+
+    pub fn remember_additional(&self, subnet_id: &str, subnet: Subnet) {
+        lock(&self.additional).insert(subnet_id.to_owned(), subnet);
+    }
+
     pub fn subnet(&self, namespace: &str) -> Option<Subnet> {
         lock(&self.subnets).get(namespace).cloned()
     }

@@ -42,6 +42,18 @@ pub async fn default_subnet(ctx: &Context) -> Result<Subnet> {
     Ok(s.clone())
 }
 
+/// An extra network's subnet (with its network's MTU), read once per process.
+pub async fn additional_subnet(ctx: &Context, subnet_id: &str) -> Result<Subnet> {
+    if let Some(s) = ctx.networks.additional(subnet_id) {
+        return Ok(s);
+    }
+    let s = subnets::get(&ctx.cloud, subnet_id).await?;
+    let n = networks::get(&ctx.cloud, &s.network_id).await?;
+    let subnet = convert::subnet(&s, &n);
+    ctx.networks.remember_additional(subnet_id, subnet.clone());
+    Ok(subnet)
+}
+
 /// How long a pod waits for the KuryrNetwork controller to make its namespace's network before its
 /// reconcile fails (and is retried).
 const NETWORK_WAIT: Duration = Duration::from_secs(30);

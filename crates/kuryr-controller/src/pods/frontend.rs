@@ -15,6 +15,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
+use crate::pods::attachments;
 use crate::toolkit::finalizer::{self, MANAGER};
 use crate::toolkit::{Reconciled, Topic, Uid};
 
@@ -96,19 +97,29 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
 /// Annotations that would choose cloud resources (upstream's project and extra-network annotations) are not
 /// honoured: a Warning Event each, once per change; the pod is wired as if they were absent.
 async fn tell_refused(pod: &Pod, ctx: &Context) {
-    let refused = kuryr_core::annotations::refused(pod.metadata.annotations.as_ref());
-    let messages = refused.iter().map(|p| p.message.clone()).collect();
-    if !ctx.ledger.news(&Uid::of(pod), Topic::Annotations, messages) {
+    let ann = pod.metadata.annotations.as_ref();
+    let refused = if ctx.config.additional_subnets.is_empty() {
+        kuryr_core::annotations::refused(ann)
+    } else {
+        kuryr_core::annotations::refused_with_networks(ann)
+    };
+    tell(ctx, pod, Topic::Annotations, "ReadPod", &refused).await;
+}
+
+/// `problems` as Warning Events on the Pod (one per reason), unless the same were told on `topic` last.
+pub(crate) async fn tell(ctx: &Context, pod: &Pod, topic: Topic, action: &str, problems: &[Problem]) {
+    let messages = problems.iter().map(|p| p.message.clone()).collect();
+    if !ctx.ledger.news(&Uid::of(pod), topic, messages) {
         return;
     }
-    for p in Problem::by_reason(&refused) {
+    for p in Problem::by_reason(problems) {
         warn!(reason = p.reason, "{}", p.message);
         ctx.events
             .publish(
                 &pod.object_ref(&()),
                 EventType::Warning,
                 p.reason,
-                "ReadPod",
+                action,
                 p.message,
             )
             .await;
@@ -125,6 +136,8 @@ async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Res
         if project != ctx.project_id {
             desired.spec.project_id = Some(project);
         }
+        // Extra networks, as the NetworkAttachmentDefinitions say now: decided once, with the KuryrPort.
+        desired.spec.additional_networks = attachments::of_pod(ctx, pod, ns).await?;
     }
     let pp = PostParams {
         field_manager: Some(MANAGER.into()),

@@ -1,3 +1,4 @@
 //! The Pod front end.
 
+pub mod attachments;
 pub mod frontend;

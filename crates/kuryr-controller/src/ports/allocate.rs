@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kuryr_api::{KuryrPort, Vif, VifType};
 use kuryr_core::kuryrport::{pool_key, release_plan, ReleaseStep};
+use kuryr_core::neutron::Subnet;
 use kuryr_core::pool::{PoolKey, PoolParent};
 use kuryr_core::vif::{Attachment, PodFacts};
 use kuryr_core::{driver_for, VifDriver};
@@ -77,22 +78,61 @@ pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -
             };
             pool::acquire(ctx, facts, driver.as_ref(), &target, &facts.security_groups).await
         }
-        VifType::NeutronVif => {
-            let port = podport::create(ctx, driver.as_ref(), facts, &subnet).await?;
-            match driver.vif(
-                &convert::port(&port),
-                std::slice::from_ref(&subnet),
-                &Attachment::Bridge,
-            ) {
-                Ok(vif) => Ok(vif),
-                Err(e) => {
-                    podport::delete_quietly(ctx, &port.id).await;
-                    Err(e.into())
-                }
-            }
-        }
+        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnet).await,
         VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnet).await,
         VifType::NestedDpdk => Err(Error::Unsupported("VIF type nested-dpdk".into())),
+    }
+}
+
+/// Whether pods wired with `vif_type` can have extra interfaces.
+pub fn additional_supported(vif_type: VifType) -> bool {
+    matches!(vif_type, VifType::NestedVlan | VifType::NeutronVif)
+}
+
+/// A port of its own for an extra interface of the pod (`k8s.v1.cni.cncf.io/networks`), on `subnet_id`,
+/// wired like its default one: a subport of its node's trunk (nested-vlan, its own VLAN) or a bound port
+/// (neutron-vif). nested-macvlan has only the VM's port, on the pod network: no extra networks.
+pub async fn allocate_additional(
+    ctx: &Arc<Context>,
+    vif_type: VifType,
+    facts: &PodFacts,
+    subnet_id: &str,
+) -> Result<Vif> {
+    let driver = driver(ctx, vif_type)?;
+    let subnet = crate::networks::selector::additional_subnet(ctx, subnet_id).await?;
+    match vif_type {
+        VifType::NestedVlan => {
+            let node_obj = ctx
+                .node(&facts.node_name)
+                .ok_or_else(|| Error::NodeNotFound(facts.node_name.clone()))?;
+            let parent = ctx.trunks.parent_of(&ctx.cloud, &node_obj).await?;
+            nested_vlan::allocate(ctx, facts, &parent, &subnet).await
+        }
+        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnet).await,
+        other => Err(Error::Unsupported(format!(
+            "additional networks with VIF type {other}: only nested-vlan and neutron-vif give a pod more ports"
+        ))),
+    }
+}
+
+/// A bound port of the pod's own (neutron-vif without a pool).
+async fn bridged(
+    ctx: &Context,
+    driver: &(dyn VifDriver + Send + Sync),
+    facts: &PodFacts,
+    subnet: &Subnet,
+) -> Result<Vif> {
+    let port = podport::create(ctx, driver, facts, subnet).await?;
+    match driver.vif(
+        &convert::port(&port),
+        std::slice::from_ref(subnet),
+        &Attachment::Bridge,
+    ) {
+        Ok(vif) => Ok(vif),
+        Err(e) => {
+            podport::delete_quietly(ctx, &port.id).await;
+            Err(e.into())
+        }
     }
 }
 

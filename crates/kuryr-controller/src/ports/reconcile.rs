@@ -89,11 +89,47 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
             }
         }
         let vif = settle(ctx, vif).await;
-        set_vif(&mut st, DEFAULT_IFNAME, vif.clone());
+        // Extra networks: a port of its own each; any failure gives back all made in this round.
+        let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
+        let extra = &kp.spec.additional_networks;
+        if !extra.is_empty() && !allocate::additional_supported(vif_type) {
+            // The pod is served on its default network; the rest is told.
+            let msg = format!(
+                "{} additional network(s) not attached: VIF type {vif_type} gives a pod one port only \
+                 (nested-vlan and neutron-vif give more)",
+                extra.len()
+            );
+            warn!("{msg}");
+            ctx.events
+                .publish(
+                    &kp.object_ref(&()),
+                    EventType::Warning,
+                    "AdditionalNetworksUnsupported",
+                    "Wire",
+                    msg,
+                )
+                .await;
+        }
+        for net in extra.iter().filter(|_| allocate::additional_supported(vif_type)) {
+            match allocate::allocate_additional(ctx, vif_type, &pod, &net.subnet_id).await {
+                Ok(extra) => made.push((net.interface.clone(), settle(ctx, extra).await)),
+                Err(e) => {
+                    for (_, v) in &made {
+                        allocate::undo(ctx, v, &kp.spec.pod_node_name).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (ifname, v) in &made {
+            set_vif(&mut st, ifname, v.clone());
+        }
         status::mark(kp, &mut st);
         if let Err(e) = status::write(ctx, kp, &st).await {
-            // Nobody will know of the port: give it back now rather than leak it.
-            allocate::undo(ctx, &vif, &kp.spec.pod_node_name).await;
+            // Nobody will know of the ports: give them back now rather than leak them.
+            for (_, v) in &made {
+                allocate::undo(ctx, v, &kp.spec.pod_node_name).await;
+            }
             return Err(e);
         }
         if st.all_active() {

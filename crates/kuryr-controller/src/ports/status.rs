@@ -70,6 +70,7 @@ mod tests {
                 project_id: None,
                 subnet_ids: None,
                 security_group_ids: None,
+                additional_networks: Vec::new(),
             },
         );
         kp.metadata.generation = Some(3);

@@ -20,6 +20,8 @@ pub enum Topic {
     FloatingIp,
     /// The project a Namespace asked for (told by the pod path when no namespace controller runs).
     Project,
+    /// A pod's extra networks that are refused.
+    Networks,
 }
 
 #[derive(Default)]

@@ -235,6 +235,7 @@ pub fn kuryrport(name: &str) -> KuryrPort {
             project_id: None,
             subnet_ids: None,
             security_group_ids: None,
+            additional_networks: Vec::new(),
         },
         status: None,
     }

@@ -39,6 +39,7 @@ fn mk_kp(node: &str) -> KuryrPort {
         project_id: None,
         subnet_ids: None,
         security_group_ids: None,
+        additional_networks: Vec::new(),
     };
     let mut kp = KuryrPort::new("web", spec);
     kp.metadata.namespace = Some("ns".into());

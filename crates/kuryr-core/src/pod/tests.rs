@@ -70,6 +70,7 @@ fn mk_kp(uid: &str) -> KuryrPort {
         project_id: None,
         subnet_ids: None,
         security_group_ids: None,
+        additional_networks: Vec::new(),
     };
     KuryrPort::new("web", spec)
 }

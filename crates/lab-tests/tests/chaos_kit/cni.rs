@@ -326,6 +326,7 @@ async fn make_pod(
             project_id: None,
             subnet_ids: None,
             security_group_ids: None,
+            additional_networks: Vec::new(),
         },
     );
     kp.metadata.labels = Some([(labels::NODE_NAME.to_string(), node.to_owned())].into());
