@@ -42,7 +42,7 @@ pub enum OutputArg {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check a cloud (and cluster) before installing: extensions, Octavia, firewall, quotas vs needs.
-    Preflight(PreflightArgs),
+    Preflight(Box<PreflightArgs>),
     /// Pods, Services, namespaces and policies with their cloud objects; drift marked.
     Status(StatusArgs),
     /// Pool sizes per trunk and network, from tagged ports.
@@ -104,6 +104,10 @@ pub struct PreflightArgs {
     /// quotas are checked against the pods, namespaces and policies of the Namespaces annotated with it.
     #[arg(long, env = "KURYR_NAMESPACE_PROJECTS", value_delimiter = ',')]
     pub namespace_projects: Vec<String>,
+    /// Subnets pods' extra interfaces may be on (the controller's option, comma separated): each checked to
+    /// exist.
+    #[arg(long, env = "KURYR_ADDITIONAL_SUBNETS", value_delimiter = ',')]
+    pub additional_subnets: Vec<String>,
 }
 
 /// The controller's `--vif-driver` values.

@@ -78,6 +78,8 @@ pub struct Facts {
     pub pod_subnet: Option<Configured<SubnetFacts>>,
     pub service_subnet: Option<Configured<SubnetFacts>>,
     pub external_network: Option<Configured<NetworkFacts>>,
+    /// `--additional-subnets` (pods' extra interfaces).
+    pub additional_subnets: Vec<Configured<SubnetFacts>>,
 }
 
 /// A Node and the Neutron ports holding its InternalIPs: what the controller's parent-port lookup sees.
@@ -130,6 +132,7 @@ impl Default for Facts {
             pod_subnet: None,
             service_subnet: None,
             external_network: None,
+            additional_subnets: Vec::new(),
         }
     }
 }
@@ -336,6 +339,15 @@ pub fn evaluate(f: &Facts) -> Vec<Check> {
         "not given (--pod-subnet, or pod_subnet in --config): the controller needs one",
         subnet_line,
     ));
+    for extra in &f.additional_subnets {
+        out.push(configured(
+            &format!("additional subnet {}", extra.id),
+            "subnet",
+            &Some(extra.clone()),
+            "",
+            subnet_line,
+        ));
+    }
     out.push(configured(
         "service subnet",
         "subnet",
@@ -1127,6 +1139,30 @@ mod tests {
         );
         // Enough for this cluster, but under the documented 250: a warning, not a failure.
         assert_eq!(m["quota neutron network"], Outcome::Warn);
+    }
+
+    #[test]
+    fn each_additional_subnet_is_a_line_of_its_own() {
+        let mut f = good();
+        f.additional_subnets = vec![
+            Configured {
+                id: "s-ok".into(),
+                from: "--additional-subnets".into(),
+                found: Ok(Some(subnet("10.9.0.0/24"))),
+            },
+            Configured {
+                id: "s-gone".into(),
+                from: "--additional-subnets".into(),
+                found: Ok(None),
+            },
+        ];
+        let c = evaluate(&f);
+        let m = by_name(&c);
+        assert_eq!(m["additional subnet s-ok"], Outcome::Pass);
+        assert_eq!(m["additional subnet s-gone"], Outcome::Fail);
+        assert!(line(&c, "additional subnet s-gone")
+            .detail
+            .contains("no such subnet"));
     }
 
     #[test]

@@ -171,6 +171,9 @@ pub async fn gather(
     if let Some(g) = &settings.external_network {
         f.external_network = Some(lookups::network(cloud, g).await);
     }
+    for g in &settings.additional_subnets {
+        f.additional_subnets.push(lookups::subnet(cloud, g).await);
+    }
     progress.step("configured subnets and network");
     let flags = Counts {
         nodes: a.nodes.unwrap_or(0),

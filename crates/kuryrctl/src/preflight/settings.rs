@@ -26,6 +26,8 @@ pub struct Settings {
     pub external_network: Option<Given>,
     /// `--namespace-projects` (or the file's list).
     pub namespace_projects: Vec<String>,
+    /// `--additional-subnets` (or the file's list).
+    pub additional_subnets: Vec<Given>,
 }
 
 /// What the settings file says, before the flags are laid over it.
@@ -36,6 +38,7 @@ pub struct FileSettings {
     pub service_subnet: Option<String>,
     pub external_network: Option<String>,
     pub namespace_projects: Option<Vec<String>>,
+    pub additional_subnets: Option<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +93,20 @@ pub fn resolve(a: &PreflightArgs) -> Result<Settings, SettingsError> {
                 flag
             }
         },
+        additional_subnets: {
+            let flag: Vec<String> = list(a.additional_subnets.iter().map(String::as_str));
+            let (ids, from) = if flag.is_empty() {
+                (file.additional_subnets.unwrap_or_default(), path.clone())
+            } else {
+                (flag, "--additional-subnets".to_owned())
+            };
+            ids.into_iter()
+                .map(|id| Given {
+                    id,
+                    from: from.clone(),
+                })
+                .collect()
+        },
     })
 }
 
@@ -133,7 +150,12 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
         let name = key.replace('-', "_");
         if !matches!(
             name.as_str(),
-            "vif_driver" | "pod_subnet" | "service_subnet" | "external_network" | "namespace_projects"
+            "vif_driver"
+                | "pod_subnet"
+                | "service_subnet"
+                | "external_network"
+                | "namespace_projects"
+                | "additional_subnets"
         ) {
             continue;
         }
@@ -142,18 +164,23 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
             key: key.to_owned(),
             reason: reason.to_owned(),
         };
-        if name == "namespace_projects" {
-            out.namespace_projects = Some(match v {
+        if name == "namespace_projects" || name == "additional_subnets" {
+            let ids = match v {
                 serde_yaml::Value::Null => Vec::new(),
                 serde_yaml::Value::String(s) => list(std::iter::once(s.as_str())),
                 serde_yaml::Value::Sequence(items) => {
                     let ids: Option<Vec<String>> =
                         items.iter().map(|i| i.as_str().map(str::to_owned)).collect();
-                    let ids = ids.ok_or_else(|| bad("expected a list of project ids"))?;
+                    let ids = ids.ok_or_else(|| bad("expected a list of ids"))?;
                     list(ids.iter().map(String::as_str))
                 }
-                _ => return Err(bad("expected a list of project ids")),
-            });
+                _ => return Err(bad("expected a list of ids")),
+            };
+            if name == "namespace_projects" {
+                out.namespace_projects = Some(ids);
+            } else {
+                out.additional_subnets = Some(ids);
+            }
             continue;
         }
         let value = match v {
@@ -191,7 +218,7 @@ mod tests {
         let mut full = vec!["kuryrctl", "preflight"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
-            Command::Preflight(a) => a,
+            Command::Preflight(a) => *a,
             other => panic!("{other:?}"),
         }
     }
@@ -212,6 +239,7 @@ mod tests {
                 service_subnet: Some("s-svc".into()),
                 external_network: Some("1234".into()),
                 namespace_projects: None,
+                additional_subnets: None,
             }
         );
         assert_eq!(parse("e.yaml", "").unwrap(), FileSettings::default());
@@ -282,6 +310,14 @@ mod tests {
         assert!(s.namespace_projects.is_empty());
         let s = resolve(&args(&["--namespace-projects", "p-a,p-b"])).unwrap();
         assert_eq!(s.namespace_projects, ["p-a", "p-b"]);
+        let s = resolve(&args(&["--additional-subnets", "s-x"])).unwrap();
+        assert_eq!(
+            s.additional_subnets,
+            vec![Given {
+                id: "s-x".into(),
+                from: "--additional-subnets".into()
+            }]
+        );
         assert!(matches!(
             resolve(&args(&["--config", "/nonexistent/kuryr.yaml"])),
             Err(SettingsError::Read { .. })
