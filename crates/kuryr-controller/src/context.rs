@@ -2,8 +2,10 @@
 //! settings, metrics, Events, per-object bookkeeping, the caches fed by watches, and the state each area
 //! keeps (trunks and VLANs, written statuses, pools, nested-macvlan, namespace networks).
 
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kuryr_api::{KuryrPort, Node};
+use kuryr_api::{KuryrPort, Node, Resource};
+use kuryr_core::lb::Problem;
 use kuryr_openstack::neutron::ports::PortReads;
 use kuryr_openstack::Cloud;
 
@@ -13,7 +15,7 @@ use crate::ports::book::PortBook;
 use crate::ports::macvlan_state::MacvlanState;
 use crate::ports::pool_state::PoolState;
 use crate::ports::trunk::Trunks;
-use crate::toolkit::{Events, Ledger, Reconciler};
+use crate::toolkit::{Events, Ledger, Reconciler, Topic, Uid};
 
 pub struct Context {
     pub client: kube::Client,
@@ -87,6 +89,32 @@ impl Context {
 
     pub fn kuryrport(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrPort>> {
         self.kuryrports.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// `problems` as Warning Events on `obj` (one per reason), unless the same were told on `topic` last.
+    pub async fn tell<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        topic: Topic,
+        action: &str,
+        problems: &[Problem],
+    ) {
+        let messages = problems.iter().map(|p| p.message.clone()).collect();
+        if !self.ledger.news(&Uid::of(obj), topic, messages) {
+            return;
+        }
+        for p in Problem::by_reason(problems) {
+            tracing::warn!(reason = p.reason, "{}", p.message);
+            self.events
+                .publish(
+                    &obj.object_ref(&()),
+                    EventType::Warning,
+                    p.reason,
+                    action,
+                    p.message,
+                )
+                .await;
+        }
     }
 }
 

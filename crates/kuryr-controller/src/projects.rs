@@ -2,15 +2,23 @@
 //! `openstack.org/kuryr-project` annotation and held to `--namespace-projects`
 //! ([`kuryr_core::projects`]). Without that list no Namespace is read: everything is the controller's.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::networks::SubnetMode;
-use kube::runtime::events::EventType;
-use kuryr_api::{Api, Namespace, Resource};
+use kuryr_api::{Api, Namespace};
+use kuryr_core::projects::ProjectChoice;
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::toolkit::{Topic, Uid};
+use crate::networks::SubnetMode;
+use crate::toolkit::Topic;
+
+/// Where a Namespace with `annotations` has its resources made (and why not where it asked).
+pub fn choice(ctx: &Context, annotations: Option<&BTreeMap<String, String>>) -> ProjectChoice {
+    ctx.config
+        .namespace_projects
+        .for_namespace(annotations, &ctx.project_id)
+}
 
 /// The project of namespace `ns`'s resources (a gone Namespace: the controller's).
 pub async fn of_namespace(ctx: &Context, ns: &str) -> Result<String> {
@@ -25,24 +33,11 @@ pub async fn of_namespace(ctx: &Context, ns: &str) -> Result<String> {
         .get_opt(ns)
         .await
         .map_err(Error::kube("get_namespace"))?;
-    let choice = projects.for_namespace(
-        found.as_ref().and_then(|n| n.metadata.annotations.as_ref()),
-        &ctx.project_id,
-    );
+    let choice = choice(ctx, found.as_ref().and_then(|n| n.metadata.annotations.as_ref()));
     // With namespace networks, the Namespace controller tells it (with the other annotations).
     if let (Some(n), Some(p)) = (&found, &choice.refused) {
-        let told = vec![p.message.clone()];
-        if ctx.config.networks.mode != SubnetMode::Namespace
-            && ctx.ledger.news(&Uid::of(n), Topic::Project, told)
-        {
-            ctx.events
-                .publish(
-                    &n.object_ref(&()),
-                    EventType::Warning,
-                    p.reason,
-                    "ReadNamespace",
-                    p.message.clone(),
-                )
+        if ctx.config.networks.mode != SubnetMode::Namespace {
+            ctx.tell(n, Topic::Project, "ReadNamespace", std::slice::from_ref(p))
                 .await;
         }
     }

@@ -170,11 +170,7 @@ pub async fn get_or_create(ctx: &Context, namespace: &str) -> Result<KuryrNetwor
         .await
         .map_err(Error::kube("get_namespace"))?
         .metadata;
-    let project = ctx
-        .config
-        .namespace_projects
-        .for_namespace(meta.annotations.as_ref(), &ctx.project_id)
-        .project_id;
+    let project = crate::projects::choice(ctx, meta.annotations.as_ref()).project_id;
     let labels = meta.labels.unwrap_or_default();
     let kn = KuryrNetwork {
         metadata: ObjectMeta {
@@ -212,29 +208,9 @@ pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> 
     // Annotations not honoured (extra networks; a project not in --namespace-projects): say so once.
     let ann = ns.metadata.annotations.as_ref();
     let mut refused = kuryr_core::annotations::refused_on_namespace(ann);
-    refused.extend(
-        ctx.config
-            .namespace_projects
-            .for_namespace(ann, &ctx.project_id)
-            .refused,
-    );
-    let messages = refused.iter().map(|p| p.message.clone()).collect();
-    if ctx
-        .ledger
-        .news(&Uid::of(ns.as_ref()), Topic::Annotations, messages)
-    {
-        for p in kuryr_core::lb::Problem::by_reason(&refused) {
-            ctx.events
-                .publish(
-                    &ns.object_ref(&()),
-                    EventType::Warning,
-                    p.reason,
-                    "ReadNamespace",
-                    p.message,
-                )
-                .await;
-        }
-    }
+    refused.extend(crate::projects::choice(&ctx, ann).refused);
+    ctx.tell(ns.as_ref(), Topic::Annotations, "ReadNamespace", &refused)
+        .await;
     let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &name);
     let existing = api
         .get_opt(&name)

@@ -33,13 +33,16 @@ pub async fn default_subnet(ctx: &Context) -> Result<Subnet> {
     let s = ctx
         .networks
         .default_subnet
-        .get_or_try_init(|| async {
-            let s = subnets::get(&ctx.cloud, &ctx.config.pod_subnet_id).await?;
-            let n = networks::get(&ctx.cloud, &s.network_id).await?;
-            Ok::<_, Error>(convert::subnet(&s, &n))
-        })
+        .get_or_try_init(|| read_subnet(ctx, &ctx.config.pod_subnet_id))
         .await?;
     Ok(s.clone())
+}
+
+/// Subnet `id` as Neutron has it, with its network's MTU.
+async fn read_subnet(ctx: &Context, id: &str) -> Result<Subnet> {
+    let s = subnets::get(&ctx.cloud, id).await?;
+    let n = networks::get(&ctx.cloud, &s.network_id).await?;
+    Ok(convert::subnet(&s, &n))
 }
 
 /// An extra network's subnet (with its network's MTU), read once per process.
@@ -47,9 +50,7 @@ pub async fn additional_subnet(ctx: &Context, subnet_id: &str) -> Result<Subnet>
     if let Some(s) = ctx.networks.additional(subnet_id) {
         return Ok(s);
     }
-    let s = subnets::get(&ctx.cloud, subnet_id).await?;
-    let n = networks::get(&ctx.cloud, &s.network_id).await?;
-    let subnet = convert::subnet(&s, &n);
+    let subnet = read_subnet(ctx, subnet_id).await?;
     ctx.networks.remember_additional(subnet_id, subnet.clone());
     Ok(subnet)
 }

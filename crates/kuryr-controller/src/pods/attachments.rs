@@ -10,7 +10,6 @@ use kuryr_core::attachments::{parse, resolve, unreadable};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::pods::frontend::tell;
 use crate::toolkit::Topic;
 
 /// The Events' action.
@@ -32,7 +31,7 @@ pub async fn of_pod(ctx: &Context, pod: &Pod, ns: &str) -> Result<Vec<Additional
     let requests = match parse(value) {
         Ok(r) => r,
         Err(why) => {
-            tell(ctx, pod, Topic::Networks, ACTION, &[unreadable(&why)]).await;
+            ctx.tell(pod, Topic::Networks, ACTION, &[unreadable(&why)]).await;
             return Ok(Vec::new());
         }
     };
@@ -52,6 +51,6 @@ pub async fn of_pod(ctx: &Context, pod: &Pod, ns: &str) -> Result<Vec<Additional
         );
     }
     let (networks, problems) = resolve(&requests, ns, &found, &ctx.config.additional_subnets);
-    tell(ctx, pod, Topic::Networks, ACTION, &problems).await;
+    ctx.tell(pod, Topic::Networks, ACTION, &problems).await;
     Ok(networks)
 }

@@ -9,9 +9,8 @@ use kube::api::Preconditions;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kuryr_api::{finalizers, Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
-use kuryr_core::lb::Problem;
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, info, instrument};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
@@ -103,27 +102,7 @@ async fn tell_refused(pod: &Pod, ctx: &Context) {
     } else {
         kuryr_core::annotations::refused_with_networks(ann)
     };
-    tell(ctx, pod, Topic::Annotations, "ReadPod", &refused).await;
-}
-
-/// `problems` as Warning Events on the Pod (one per reason), unless the same were told on `topic` last.
-pub(crate) async fn tell(ctx: &Context, pod: &Pod, topic: Topic, action: &str, problems: &[Problem]) {
-    let messages = problems.iter().map(|p| p.message.clone()).collect();
-    if !ctx.ledger.news(&Uid::of(pod), topic, messages) {
-        return;
-    }
-    for p in Problem::by_reason(problems) {
-        warn!(reason = p.reason, "{}", p.message);
-        ctx.events
-            .publish(
-                &pod.object_ref(&()),
-                EventType::Warning,
-                p.reason,
-                action,
-                p.message,
-            )
-            .await;
-    }
+    ctx.tell(pod, Topic::Annotations, "ReadPod", &refused).await;
 }
 
 async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Result<()> {

@@ -197,11 +197,7 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
     let namespace_projects: BTreeMap<String, String> = namespaces
         .iter()
         .filter_map(|ns| {
-            let project = ctx
-                .config
-                .namespace_projects
-                .for_namespace(ns.metadata.annotations.as_ref(), &ctx.project_id)
-                .project_id;
+            let project = crate::projects::choice(ctx, ns.metadata.annotations.as_ref()).project_id;
             (project != ctx.project_id).then(|| (ns.name_any(), project))
         })
         .collect();

@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::pool::{self, Target};
+use crate::ports::trunk::Parent;
 use crate::ports::{macvlan, nested_vlan, node_vif, podport};
 
 /// The VIF type of a KuryrPort: its spec's, else its node's ([`node_vif::of_node`]).
@@ -56,8 +57,7 @@ pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -
     };
     match vif_type {
         VifType::NestedVlan => {
-            let node_obj = ctx.node(&node).ok_or_else(|| Error::NodeNotFound(node.clone()))?;
-            let parent = ctx.trunks.parent_of(&ctx.cloud, &node_obj).await?;
+            let parent = node_parent(ctx, &node).await?;
             if !pooled {
                 return nested_vlan::allocate(ctx, facts, &parent, &subnet).await;
             }
@@ -102,10 +102,7 @@ pub async fn allocate_additional(
     let subnet = crate::networks::selector::additional_subnet(ctx, subnet_id).await?;
     match vif_type {
         VifType::NestedVlan => {
-            let node_obj = ctx
-                .node(&facts.node_name)
-                .ok_or_else(|| Error::NodeNotFound(facts.node_name.clone()))?;
-            let parent = ctx.trunks.parent_of(&ctx.cloud, &node_obj).await?;
+            let parent = node_parent(ctx, &facts.node_name).await?;
             nested_vlan::allocate(ctx, facts, &parent, &subnet).await
         }
         VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnet).await,
@@ -113,6 +110,14 @@ pub async fn allocate_additional(
             "additional networks with VIF type {other}: only nested-vlan and neutron-vif give a pod more ports"
         ))),
     }
+}
+
+/// The trunk parent of node `name` (nested-vlan).
+async fn node_parent(ctx: &Context, name: &str) -> Result<Parent> {
+    let node = ctx
+        .node(name)
+        .ok_or_else(|| Error::NodeNotFound(name.to_owned()))?;
+    ctx.trunks.parent_of(&ctx.cloud, &node).await
 }
 
 /// A bound port of the pod's own (neutron-vif without a pool).

@@ -56,22 +56,16 @@ pub fn owner(ctx: &Context) -> Owner {
 /// The SGs of a pod port unless its KuryrPort names others: `--pod-security-groups`, else the project's
 /// `default` group (looked up once, so a pool port's SGs compare equal to what a pod asks for).
 pub async fn default_sgs(ctx: &Context) -> Result<BTreeSet<String>> {
-    let sgs =
-        ctx.pools
-            .default_sgs
-            .get_or_try_init(|| async {
-                if !ctx.config.pod_security_groups.is_empty() {
-                    return Ok::<_, Error>(ctx.config.pod_security_groups.iter().cloned().collect());
-                }
-                let found =
-                    security_groups::list(&ctx.cloud, Filter::new().name("default").project(&ctx.project_id))
-                        .await?;
-                let sg = found.into_iter().next().ok_or_else(|| {
-                    Error::CloudObjectMissing("the project's default security group".into())
-                })?;
-                Ok(BTreeSet::from([sg.id]))
-            })
-            .await?;
+    let sgs = ctx
+        .pools
+        .default_sgs
+        .get_or_try_init(|| async {
+            if !ctx.config.pod_security_groups.is_empty() {
+                return Ok::<_, Error>(ctx.config.pod_security_groups.iter().cloned().collect());
+            }
+            lookup_default_sg(ctx, &ctx.project_id, "the project's default security group").await
+        })
+        .await?;
     Ok(sgs.clone())
 }
 
@@ -80,13 +74,20 @@ pub async fn project_default_sg(ctx: &Context, project: &str) -> Result<BTreeSet
     if let Some(sgs) = lock(&ctx.pools.project_default_sgs).get(project) {
         return Ok(sgs.clone());
     }
-    let found = security_groups::list(&ctx.cloud, Filter::new().name("default").project(project)).await?;
-    let sg = found.into_iter().next().ok_or_else(|| {
-        Error::CloudObjectMissing(format!("the default security group of project {project}"))
-    })?;
-    let sgs = BTreeSet::from([sg.id]);
+    let missing = format!("the default security group of project {project}");
+    let sgs = lookup_default_sg(ctx, project, &missing).await?;
     lock(&ctx.pools.project_default_sgs).insert(project.to_owned(), sgs.clone());
     Ok(sgs)
+}
+
+/// `project`'s `default` group, as a set of one; `missing` names it in the error when there is none.
+async fn lookup_default_sg(ctx: &Context, project: &str, missing: &str) -> Result<BTreeSet<String>> {
+    let found = security_groups::list(&ctx.cloud, Filter::new().name("default").project(project)).await?;
+    let sg = found
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::CloudObjectMissing(missing.to_owned()))?;
+    Ok(BTreeSet::from([sg.id]))
 }
 
 /// Rebuilds the pools from Neutron once per process, after the KuryrPort cache has synced (a port named in

@@ -91,7 +91,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         let vif = settle(ctx, vif).await;
         // Extra networks: a port of its own each; any failure gives back all made in this round.
         let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
-        let extra = &kp.spec.additional_networks;
+        let mut extra = kp.spec.additional_networks.as_slice();
         if !extra.is_empty() && !allocate::additional_supported(vif_type) {
             // The pod is served on its default network; the rest is told.
             let msg = format!(
@@ -99,6 +99,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
                  (nested-vlan and neutron-vif give more)",
                 extra.len()
             );
+            extra = &[];
             warn!("{msg}");
             ctx.events
                 .publish(
@@ -110,13 +111,11 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
                 )
                 .await;
         }
-        for net in extra.iter().filter(|_| allocate::additional_supported(vif_type)) {
+        for net in extra {
             match allocate::allocate_additional(ctx, vif_type, &pod, &net.subnet_id).await {
-                Ok(extra) => made.push((net.interface.clone(), settle(ctx, extra).await)),
+                Ok(v) => made.push((net.interface.clone(), settle(ctx, v).await)),
                 Err(e) => {
-                    for (_, v) in &made {
-                        allocate::undo(ctx, v, &kp.spec.pod_node_name).await;
-                    }
+                    undo_all(ctx, &made, &kp.spec.pod_node_name).await;
                     return Err(e);
                 }
             }
@@ -127,9 +126,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         status::mark(kp, &mut st);
         if let Err(e) = status::write(ctx, kp, &st).await {
             // Nobody will know of the ports: give them back now rather than leak them.
-            for (_, v) in &made {
-                allocate::undo(ctx, v, &kp.spec.pod_node_name).await;
-            }
+            undo_all(ctx, &made, &kp.spec.pod_node_name).await;
             return Err(e);
         }
         if st.all_active() {
@@ -239,6 +236,13 @@ fn ready_is_stale(kp: &KuryrPort, st: &kuryr_api::KuryrPortStatus) -> bool {
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     st.all_active() && !is_condition_true(seen, READY)
+}
+
+/// Gives back every port of `made` (interface, VIF) the status never got to name.
+async fn undo_all(ctx: &Context, made: &[(String, Vif)], node_name: &str) {
+    for (_, v) in made {
+        allocate::undo(ctx, v, node_name).await;
+    }
 }
 
 /// Gives every port back (to its pool, or detached and deleted; 404 is done), then deletes whatever else

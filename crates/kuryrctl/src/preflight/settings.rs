@@ -85,29 +85,38 @@ pub fn resolve(a: &PreflightArgs) -> Result<Settings, SettingsError> {
         pod_subnet: pick(&a.pod_subnet, "pod-subnet", file.pod_subnet),
         service_subnet: pick(&a.service_subnet, "service-subnet", file.service_subnet),
         external_network: pick(&a.external_network, "external-network", file.external_network),
-        namespace_projects: {
-            let flag: Vec<String> = list(a.namespace_projects.iter().map(String::as_str));
-            if flag.is_empty() {
-                file.namespace_projects.unwrap_or_default()
-            } else {
-                flag
-            }
-        },
-        additional_subnets: {
-            let flag: Vec<String> = list(a.additional_subnets.iter().map(String::as_str));
-            let (ids, from) = if flag.is_empty() {
-                (file.additional_subnets.unwrap_or_default(), path.clone())
-            } else {
-                (flag, "--additional-subnets".to_owned())
-            };
-            ids.into_iter()
-                .map(|id| Given {
-                    id,
-                    from: from.clone(),
-                })
-                .collect()
-        },
+        namespace_projects: pick_list(
+            &a.namespace_projects,
+            "namespace-projects",
+            file.namespace_projects,
+            &path,
+        )
+        .into_iter()
+        .map(|g| g.id)
+        .collect(),
+        additional_subnets: pick_list(
+            &a.additional_subnets,
+            "additional-subnets",
+            file.additional_subnets,
+            &path,
+        ),
     })
+}
+
+/// A list option: the flag's ids when it names any, else the file's, each with where it came from.
+fn pick_list(flag: &[String], name: &str, from_file: Option<Vec<String>>, path: &str) -> Vec<Given> {
+    let flag = list(flag.iter().map(String::as_str));
+    let (ids, from) = if flag.is_empty() {
+        (from_file.unwrap_or_default(), path.to_owned())
+    } else {
+        (flag, format!("--{name}"))
+    };
+    ids.into_iter()
+        .map(|id| Given {
+            id,
+            from: from.clone(),
+        })
+        .collect()
 }
 
 /// Trimmed, non-empty ids.
