@@ -19,7 +19,9 @@ use kuryr_api::loadbalancer::{KuryrLoadBalancerSpec, LbHealthMonitor};
 use kuryr_api::{ObjectMeta, Pod, Service, ServicePort};
 use kuryr_core::lb::model::DesiredHm;
 use kuryr_core::lb::service::parse_health_monitor;
-use kuryr_core::lb::{desired_lb, plan, service_spec, OctaviaCaps, Skip, SpecDefaults, Unlimited};
+use kuryr_core::lb::{
+    desired_lb, plan, service_spec, MemberSubnets, OctaviaCaps, Skip, SpecDefaults, Unlimited,
+};
 use kuryr_core::pod::{disposition, PodDisposition};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
@@ -387,6 +389,7 @@ fuzz_target!(|input: Input| {
     let svc = build_service(&input, &ann);
     let defaults = SpecDefaults {
         subnet_id: Some("subnet-1".into()),
+        secondary_subnet_id: Some("subnet-6".into()),
         project_id: Some("project-1".into()),
         provider: input.default_provider.clone(),
         skip_default_kubernetes: input.skip_default_kubernetes,
@@ -453,8 +456,10 @@ fuzz_target!(|input: Input| {
         let caps = OctaviaCaps {
             version,
             provider: provider.into(),
+            no_additional_vips: false,
         };
-        let (desired, _problems) = desired_lb("shop", "web", &spec, &caps, Some("pods"));
+        let (desired, _problems) =
+            desired_lb("shop", "web", &spec, &caps, &MemberSubnets::single(Some("pods")));
         for (key, l) in &desired.listeners {
             assert!((1..=65535).contains(&key.port));
             if let Some(hm) = &l.pool.health_monitor {

@@ -21,7 +21,7 @@ use kuryr_cni::binding::{addr, link, macvlan, route, veth, vlan};
 use kuryr_cni::cni::PodArgs;
 use kuryr_cni::daemon::cache::{Lookup, PodState};
 use kuryr_cni::daemon::wait::{evaluate, Verdict};
-use kuryr_core::lb::{desired_lb, plan, OctaviaCaps, Unlimited};
+use kuryr_core::lb::{desired_lb, plan, MemberSubnets, OctaviaCaps, Unlimited};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -117,13 +117,15 @@ fn check_lb(lb: &KuryrLoadBalancer) {
         OctaviaCaps {
             version: (2, 26),
             provider: "amphora".into(),
+            no_additional_vips: false,
         },
         OctaviaCaps {
             version: (2, 0),
             provider: "ovn".into(),
+            no_additional_vips: false,
         },
     ] {
-        let (desired, _) = desired_lb("ns", "svc", &lb.spec, &caps, None);
+        let (desired, _) = desired_lb("ns", "svc", &lb.spec, &caps, &MemberSubnets::default());
         let _ = plan(&desired, None, &Unlimited);
     }
     if let Some(s) = &lb.status {

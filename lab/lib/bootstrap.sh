@@ -49,12 +49,16 @@ plug_netns() {
 TAGS='["kuryr-lab"]'
 POD_NET=$(ensure networks kuryr-pods "{\"name\":\"kuryr-pods\",\"project_id\":\"$PROJECT_ID\"}")
 POD_SUBNET=$(ensure subnets kuryr-pods "{\"name\":\"kuryr-pods\",\"network_id\":\"$POD_NET\",\"cidr\":\"$POD_CIDR\",\"gateway_ip\":\"$POD_GW\",\"enable_dhcp\":false,\"ip_version\":4,\"project_id\":\"$PROJECT_ID\"}")
+# IPv6 twins for dual-stack: no address mode (not SLAAC, so ports whose fixed_ips name the IPv4 subnet only
+# -- kuryr's single-stack ports, the VM ports, VIP ports -- get no IPv6 address) and no router advertisements.
+POD_SUBNET6=$(ensure subnets kuryr-pods-v6 "{\"name\":\"kuryr-pods-v6\",\"network_id\":\"$POD_NET\",\"cidr\":\"$POD_CIDR6\",\"gateway_ip\":\"$POD_GW6\",\"enable_dhcp\":false,\"ip_version\":6,\"project_id\":\"$PROJECT_ID\"}")
 SVC_NET=$(ensure networks kuryr-services "{\"name\":\"kuryr-services\",\"project_id\":\"$PROJECT_ID\"}")
 SVC_SUBNET=$(ensure subnets kuryr-services "{\"name\":\"kuryr-services\",\"network_id\":\"$SVC_NET\",\"cidr\":\"$SVC_CIDR\",\"gateway_ip\":\"$SVC_GW\",\"enable_dhcp\":false,\"ip_version\":4,\"project_id\":\"$PROJECT_ID\"}")
+SVC_SUBNET6=$(ensure subnets kuryr-services-v6 "{\"name\":\"kuryr-services-v6\",\"network_id\":\"$SVC_NET\",\"cidr\":\"$SVC_CIDR6\",\"gateway_ip\":\"$SVC_GW6\",\"enable_dhcp\":false,\"ip_version\":6,\"project_id\":\"$PROJECT_ID\"}")
 EXT_NET=$(ensure networks kuryr-public "{\"name\":\"kuryr-public\",\"router:external\":true,\"provider:network_type\":\"flat\",\"provider:physical_network\":\"physnet1\",\"project_id\":\"$PROJECT_ID\"}")
 EXT_SUBNET=$(ensure subnets kuryr-public "{\"name\":\"kuryr-public\",\"network_id\":\"$EXT_NET\",\"cidr\":\"$EXT_CIDR\",\"gateway_ip\":\"$EXT_GW\",\"enable_dhcp\":false,\"ip_version\":4,\"project_id\":\"$PROJECT_ID\"}")
 ROUTER=$(ensure routers kuryr-router "{\"name\":\"kuryr-router\",\"project_id\":\"$PROJECT_ID\",\"external_gateway_info\":{\"network_id\":\"$EXT_NET\"}}")
-for sn in "$POD_SUBNET" "$SVC_SUBNET"; do
+for sn in "$POD_SUBNET" "$SVC_SUBNET" "$POD_SUBNET6" "$SVC_SUBNET6"; do
   if ! api GET "$N/ports?device_id=$ROUTER&fixed_ips=subnet_id=$sn" | jq -e '.ports | length > 0' >/dev/null; then
     api PUT "$N/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$sn\"}" >/dev/null
   fi
@@ -167,6 +171,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
   --arg neutron "http://127.0.0.1:$P_NEUTRON" --arg octavia "http://127.0.0.1:$P_OCTAVIA" --arg project "$PROJECT_ID" --arg tenant "$TENANT_PROJECT_ID" \
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
+  --arg ps6 "$POD_SUBNET6" --arg pc6 "$POD_CIDR6" --arg ss6 "$SVC_SUBNET6" --arg sc6 "$SVC_CIDR6" \
   --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
   --arg oip "$OUTSIDE_IP" --arg kip "$KAPI_IP" --arg kport "$KAPI_PORT" --arg ksvc "$KAPI_SVC_IP" --argjson kp "$P_KAPI" \
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
@@ -174,7 +179,8 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
     keystone_short_token_url:(if $ks_short=="" then null else $ks_short end), short_token_expiration_s:$short_exp, neutron_url:$neutron, octavia_url:$octavia,
     project_id:$project, tenant_project_id:$tenant, region:$region, chassis:$chassis, service_cluster_ip_range:$svc_range,
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
-    service_subnet_cidr:$sc, router_id:$r, external_network_id:$en, external_subnet_id:$es,
+    service_subnet_cidr:$sc, pod_subnet_v6_id:$ps6, pod_subnet_v6_cidr:$pc6, service_subnet_v6_id:$ss6,
+    service_subnet_v6_cidr:$sc6, router_id:$r, external_network_id:$en, external_subnet_id:$es,
     octavia_providers:["ovn","amphora"], vms:$vms,
     outside:{netns:"'"${NETNS_PREFIX}outside"'", ip:$oip},
     apiserver:{ip:$kip, port:$kp, port_id:$kport, netns:"'"${NETNS_PREFIX}kapi"'", service_ip:$ksvc}}' >"$S/lab.json.tmp"

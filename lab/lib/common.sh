@@ -32,6 +32,10 @@ P_KUBELET=21250 P_KUBELET_HEALTHZ=21260 P_KDAEMON=21270
 # Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
 POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1
 SVC_CIDR=198.19.0.0/16 SVC_GW=198.19.255.254
+# Dual-stack (docs/dual-stack.md): IPv6 subnets (unique local) on the same pod and service networks; the API
+# server's second service range is SVC_CIDR6 (Kubernetes takes at most a /108 of IPv6 service addresses).
+POD_CIDR6=fd42:18::/64 POD_GW6=fd42:18::1
+SVC_CIDR6=fd42:19::/112 SVC_GW6=fd42:19::ffff
 # The API server's address on the pod network (lib/bootstrap.sh gives it a Neutron port in netns kuryr-kapi) and
 # the `kubernetes` Service's clusterIP (the first of SVC_CIDR): pods reach the API through that Service.
 KAPI_IP=198.18.0.10 KAPI_SVC_IP=198.19.0.1

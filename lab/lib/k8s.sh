@@ -64,7 +64,7 @@ if ! running kube-apiserver; then
     --advertise-address="$KAPI_IP" --tls-cert-file="$K/apiserver.crt" --tls-private-key-file="$K/apiserver.key" \
     --client-ca-file="$K/ca.crt" --token-auth-file="$K/tokens.csv" --authorization-mode=Node,RBAC \
     --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
-    --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR,$SVC_CIDR6" \
     --allow-privileged=true --disable-admission-plugins=TaintNodesByCondition --event-ttl=2h \
     --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname
 fi

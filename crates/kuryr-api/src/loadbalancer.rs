@@ -92,6 +92,9 @@ pub struct KuryrLoadBalancerSpec {
     /// Subnet of the VIP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet_id: Option<String>,
+    /// Dual-stack Services: the clusterIP of the other family, an Octavia additional VIP on its subnet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_vips: Vec<LbAdditionalVip>,
     /// Service type.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub service_type: Option<ServiceType>,
@@ -169,6 +172,13 @@ pub enum SessionAffinity {
 pub enum ExternalTrafficPolicy {
     Cluster,
     Local,
+}
+
+/// A VIP of a load balancer besides its first one (Octavia `additional_vips`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LbAdditionalVip {
+    pub ip: String,
+    pub subnet_id: String,
 }
 
 /// A Service port (upstream kept the Service's own field names).
@@ -348,6 +358,9 @@ pub struct LbLoadBalancer {
     #[serde(default)]
     pub security_groups: Vec<String>,
     pub subnet_id: String,
+    /// Dual-stack: its VIPs besides `ip` (Octavia `additional_vips`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_vips: Vec<LbAdditionalVip>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning_status: Option<ProvisioningStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -87,6 +87,15 @@ pub struct KuryrNetworkStatus {
     /// Upstream spelling (`CIDR`, not `Cidr`).
     #[serde(rename = "subnetCIDR", default, skip_serializing_if = "Option::is_none")]
     pub subnet_cidr: Option<String>,
+    /// Dual-stack: the namespace's subnet of the other IP family (from the secondary subnet pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secondary_subnet_id: Option<String>,
+    #[serde(
+        rename = "secondarySubnetCIDR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub secondary_subnet_cidr: Option<String>,
     /// Router the subnet is plugged into.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router_id: Option<String>,

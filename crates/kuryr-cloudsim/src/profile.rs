@@ -418,6 +418,9 @@ pub struct ProviderTiming {
     /// PENDING_DELETE this much longer while the LB and pool already read ACTIVE. The ovn provider does
     /// this after a batch member update (lab: gone from the list ~0.75 s and from the tree ~0.95 s later).
     pub member_removal_lag: Dist,
+    /// The provider refuses `additional_vips` (501 `ProviderUnsupportedOptionError`), as providers
+    /// without dual-stack load balancers do.
+    pub no_additional_vips: bool,
 }
 
 impl Default for ProviderTiming {
@@ -430,6 +433,7 @@ impl Default for ProviderTiming {
             member_batch_per_item: Dist::Ms(0.0),
             delete: Dist::Ms(0.0),
             member_removal_lag: Dist::Ms(0.0),
+            no_additional_vips: false,
         }
     }
 }

@@ -67,6 +67,10 @@ pub struct Args {
     /// Subnet every pod port takes its IP from.
     #[arg(long, env = "KURYR_POD_SUBNET")]
     pub pod_subnet: String,
+    /// Dual-stack: a subnet of the other IP family on --pod-subnet's network; every pod port gets an
+    /// address from each, and the pod both (docs/dual-stack.md).
+    #[arg(long, env = "KURYR_SECONDARY_POD_SUBNET")]
+    pub secondary_pod_subnet: Option<String>,
     /// Security groups of pod ports (comma separated); default: the project's default group.
     #[arg(long, env = "KURYR_POD_SECURITY_GROUPS", value_delimiter = ',')]
     pub pod_security_groups: Vec<String>,
@@ -126,6 +130,10 @@ pub struct Args {
     /// Subnet of the Service IP range: turns on Services → Octavia (VIP = clusterIP on this subnet).
     #[arg(long, env = "KURYR_SERVICE_SUBNET")]
     pub service_subnet: Option<String>,
+    /// Dual-stack: the subnet of the second Service IP range (the other IP family, on --service-subnet's
+    /// network): a dual-stack Service's second clusterIP becomes an Octavia additional VIP on it.
+    #[arg(long, env = "KURYR_SECONDARY_SERVICE_SUBNET")]
+    pub secondary_service_subnet: Option<String>,
     /// External network for floating IPs of type=LoadBalancer Services.
     #[arg(long, env = "KURYR_EXTERNAL_NETWORK")]
     pub external_network: Option<String>,
@@ -227,6 +235,10 @@ pub struct Args {
     pub namespace_prefixes: Vec<String>,
     #[arg(long, env = "KURYR_NAMESPACE_PREFIXLEN", default_value_t = 24)]
     pub namespace_prefixlen: u8,
+    /// Dual-stack namespaces: a subnet pool of the other IP family (an IPv6 pool for IPv4 namespace
+    /// subnets); each namespace network also gets a subnet of the pool's default prefix length from it.
+    #[arg(long, env = "KURYR_NAMESPACE_SECONDARY_SUBNET_POOL")]
+    pub namespace_secondary_subnet_pool: Option<String>,
     /// Router of namespace subnets; default: the router of --pod-subnet.
     #[arg(long, env = "KURYR_NAMESPACE_ROUTER")]
     pub namespace_router: Option<String>,
@@ -274,6 +286,11 @@ fn nonempty(list: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// An optional id; blank (`""` in a settings file) is the same as left out.
+fn nonempty_one(v: Option<&str>) -> Option<String> {
+    v.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
 fn cidrs(list: &[String]) -> anyhow::Result<Vec<kuryr_core::policy::Cidr>> {
     list.iter()
         .map(|c| c.parse().map_err(|e| anyhow::anyhow!("{c}: {e}")))
@@ -284,13 +301,9 @@ impl Args {
     pub fn config(&self) -> anyhow::Result<Config> {
         let mut c = Config::new(&self.cluster_id, &self.pod_subnet);
         c.vif_type = self.vif_driver.into();
+        c.secondary_pod_subnet_id = nonempty_one(self.secondary_pod_subnet.as_deref());
         // `link_iface: ""` in a file means not pinned, like leaving it out.
-        c.driver.link_iface = self
-            .link_iface
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
+        c.driver.link_iface = nonempty_one(self.link_iface.as_deref());
         c.pod_security_groups = self.pod_security_groups.clone();
         c.project_id = self.project_id.clone();
         c.namespace_projects =
@@ -322,6 +335,7 @@ impl Args {
             subnet_pool_id: self.namespace_subnet_pool.clone(),
             pool_prefixes: self.namespace_prefixes.clone(),
             prefixlen: self.namespace_prefixlen,
+            secondary_subnet_pool_id: nonempty_one(self.namespace_secondary_subnet_pool.as_deref()),
             router_id: self.namespace_router.clone(),
             eager: self.namespace_eager,
         };
@@ -343,6 +357,8 @@ impl Args {
         c.services = self.service_subnet.as_ref().map(|subnet| {
             let mut s = crate::services::ServicesConfig::new(subnet);
             s.member_subnet_id = Some(self.pod_subnet.clone());
+            s.secondary_service_subnet_id = nonempty_one(self.secondary_service_subnet.as_deref());
+            s.secondary_member_subnet_id = nonempty_one(self.secondary_pod_subnet.as_deref());
             s.external_network_id = self.external_network.clone();
             s.provider = self.lb_provider.clone();
             s.default_provider = self.lb_default_provider.clone();

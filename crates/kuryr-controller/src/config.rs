@@ -17,6 +17,9 @@ pub struct Config {
     pub driver: DriverConfig,
     /// Every pod's port takes its IP from this subnet (`DefaultSubnet`).
     pub pod_subnet_id: String,
+    /// Dual-stack: a subnet of the other IP family on the pod subnet's network; every pod port then gets
+    /// an address from each (docs/dual-stack.md).
+    pub secondary_pod_subnet_id: Option<String>,
     /// Security groups of every pod port; empty means the project's `default` group.
     pub pod_security_groups: Vec<String>,
     /// Project owning the ports; `None` means the project of the cloud's token.
@@ -61,6 +64,7 @@ impl Config {
             vif_type: VifType::NestedVlan,
             driver: DriverConfig::default(),
             pod_subnet_id: pod_subnet_id.into(),
+            secondary_pod_subnet_id: None,
             pod_security_groups: Vec::new(),
             project_id: None,
             namespace_projects: Default::default(),

@@ -75,10 +75,14 @@ pub fn create_port(req: &PortRequest) -> CreatePort {
         network_id: req.network_id.clone(),
         name: Some(req.name.clone()),
         project_id: Some(req.project_id.clone()).filter(|p| !p.is_empty()),
-        fixed_ips: vec![FixedIpRequest {
-            subnet_id: Some(req.subnet_id.clone()),
-            ip_address: None,
-        }],
+        fixed_ips: req
+            .subnet_ids
+            .iter()
+            .map(|id| FixedIpRequest {
+                subnet_id: Some(id.clone()),
+                ip_address: None,
+            })
+            .collect(),
         device_owner: Some(req.device_owner.clone()),
         device_id: Some(req.device_id.clone()).filter(|d| !d.is_empty()),
         security_groups: (!req.security_groups.is_empty())
@@ -104,7 +108,7 @@ mod tests {
             name: "ns/web".into(),
             network_id: "net".into(),
             project_id: "p".into(),
-            subnet_id: "sub".into(),
+            subnet_ids: vec!["sub".into(), "sub6".into()],
             security_groups: BTreeSet::new(),
             device_owner: "compute:kuryr".into(),
             device_id: "uid".into(),
@@ -114,7 +118,12 @@ mod tests {
         };
         let body = create_port(&req);
         assert_eq!(body.security_groups, None);
-        assert_eq!(body.fixed_ips[0].subnet_id.as_deref(), Some("sub"));
+        let subnets: Vec<_> = body.fixed_ips.iter().map(|f| f.subnet_id.as_deref()).collect();
+        assert_eq!(
+            subnets,
+            vec![Some("sub"), Some("sub6")],
+            "an address from each subnet"
+        );
         assert_eq!(body.tags, vec!["kuryr.cluster=c".to_owned()]);
         req.security_groups.insert("sg1".into());
         assert_eq!(create_port(&req).security_groups, Some(vec!["sg1".to_owned()]));

@@ -39,9 +39,13 @@ pub trait VifDriver {
 fn common_request(params: PortParams<'_>) -> PortRequest {
     PortRequest {
         name: port_name(params.owner),
-        network_id: params.subnet.network_id.clone(),
+        network_id: params
+            .subnets
+            .first()
+            .map(|s| s.network_id.clone())
+            .unwrap_or_default(),
         project_id: params.project_id.to_owned(),
-        subnet_id: params.subnet.id.clone(),
+        subnet_ids: params.subnets.iter().map(|s| s.id.clone()).collect(),
         security_groups: params.security_groups.clone(),
         device_owner: DEVICE_OWNER.to_owned(),
         device_id: match params.owner {

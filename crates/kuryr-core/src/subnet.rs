@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::error::CoreError;
 use crate::neutron::Subnet;
+use crate::policy::{Cidr, Family};
 use crate::vif::PodFacts;
 
 /// Picks a pod's subnet among the subnets the controller knows.
@@ -54,6 +55,42 @@ impl SubnetSelector for NamespaceSubnets {
             .find(|s| &s.id == id)
             .ok_or_else(|| no_subnet(format!("subnet {id} of namespace {} not found", pod.namespace)))
     }
+}
+
+/// The IP family of a subnet, from its CIDR (`None`: not a CIDR).
+pub fn family_of(subnet: &Subnet) -> Option<Family> {
+    subnet.cidr.parse::<Cidr>().ok().map(|c| c.family())
+}
+
+/// Dual-stack pod subnets: at most one of each IP family, all on one network (a port's fixed IPs are on its
+/// network). The message names what is wrong with the configuration.
+pub fn check_dual_stack(subnets: &[Subnet]) -> Result<(), String> {
+    let [first, rest @ ..] = subnets else {
+        return Err("no pod subnet".into());
+    };
+    let family =
+        |s: &Subnet| family_of(s).ok_or_else(|| format!("subnet {} has no valid CIDR ({:?})", s.id, s.cidr));
+    let f = family(first)?;
+    for s in rest {
+        if s.network_id != first.network_id {
+            return Err(format!(
+                "secondary pod subnet {} is on network {}, the pod subnet {} on {}: both must be on one network",
+                s.id, s.network_id, first.id, first.network_id
+            ));
+        }
+        if family(s)? == f {
+            return Err(format!(
+                "secondary pod subnet {} is {} like the pod subnet {}: dual-stack needs one of each family",
+                s.id,
+                f.ethertype(),
+                first.id
+            ));
+        }
+    }
+    if rest.len() > 1 {
+        return Err("at most one secondary pod subnet (one per IP family)".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -124,5 +161,27 @@ mod tests {
         let err = sel.select(&pod, &[]).unwrap_err();
         assert_eq!(err.reason(), "NoSubnet");
         assert!(err.to_string().contains("ns/web"));
+    }
+
+    #[test]
+    fn dual_stack_subnets_are_one_of_each_family_on_one_network() {
+        let mk = |id: &str, net: &str, cidr: &str| Subnet {
+            id: id.into(),
+            network_id: net.into(),
+            cidr: cidr.into(),
+            ..Subnet::default()
+        };
+        let v4 = mk("a", "n", "10.0.0.0/24");
+        let v6 = mk("b", "n", "fd00::/64");
+        assert_eq!(check_dual_stack(std::slice::from_ref(&v4)), Ok(()));
+        assert_eq!(check_dual_stack(&[v6.clone(), v4.clone()]), Ok(()));
+        assert_eq!(check_dual_stack(&[v4.clone(), v6.clone()]), Ok(()));
+        let e = check_dual_stack(&[v4.clone(), mk("c", "n", "10.1.0.0/24")]).unwrap_err();
+        assert!(e.contains("one of each family"), "{e}");
+        let e = check_dual_stack(&[v4.clone(), mk("d", "other", "fd00::/64")]).unwrap_err();
+        assert!(e.contains("one network"), "{e}");
+        let e = check_dual_stack(&[v4.clone(), mk("e", "n", "nonsense")]).unwrap_err();
+        assert!(e.contains("no valid CIDR"), "{e}");
+        assert!(check_dual_stack(&[]).is_err());
     }
 }

@@ -41,7 +41,8 @@ impl PortOwner<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct PortParams<'a> {
     pub owner: PortOwner<'a>,
-    pub subnet: &'a Subnet,
+    /// The pod's subnets, all on one network: one (single-stack) or one of each IP family (dual-stack).
+    pub subnets: &'a [Subnet],
     pub project_id: &'a str,
     pub security_groups: &'a BTreeSet<String>,
     /// Ownership tags (cluster, controller) the caller puts on everything Kuryr creates.
@@ -54,8 +55,8 @@ pub struct PortRequest {
     pub name: String,
     pub network_id: String,
     pub project_id: String,
-    /// One fixed IP from this subnet.
-    pub subnet_id: String,
+    /// One fixed IP from each of these subnets (two for a dual-stack pod).
+    pub subnet_ids: Vec<String>,
     pub security_groups: BTreeSet<String>,
     pub device_owner: String,
     /// The pod's UID for pod ports, empty for pool ports.

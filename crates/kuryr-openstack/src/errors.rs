@@ -156,6 +156,14 @@ impl Error {
         self.api().is_some_and(|a| a.code == "IpAddressGenerationFailure")
     }
 
+    /// Octavia's provider does not support an option of the request (`ProviderUnsupportedOptionError`,
+    /// a 501 "Provider 'x' does not support a requested option: ..."; some providers answer 400).
+    pub fn is_provider_unsupported(&self) -> bool {
+        self.api().is_some_and(|a| {
+            a.status == 501 || (a.status == 400 && a.message.contains("does not support a requested option"))
+        })
+    }
+
     /// Refused for its size: the same request never passes.
     pub fn is_request_too_large(&self) -> bool {
         self.kind() == Some(ErrorKind::RequestTooLarge)

@@ -96,6 +96,13 @@ pub struct PreflightArgs {
     /// Subnet of Service VIPs (the controller's option): checked to exist.
     #[arg(long, env = "KURYR_SERVICE_SUBNET")]
     pub service_subnet: Option<String>,
+    /// Dual-stack (the controller's option): checked to be on the pod subnet's network, of the other family.
+    #[arg(long, env = "KURYR_SECONDARY_POD_SUBNET")]
+    pub secondary_pod_subnet: Option<String>,
+    /// Dual-stack Services (the controller's option): checked to be on the service subnet's network, of the
+    /// other family, and Octavia to have additional VIPs (API 2.26).
+    #[arg(long, env = "KURYR_SECONDARY_SERVICE_SUBNET")]
+    pub secondary_service_subnet: Option<String>,
     /// Network of LoadBalancer Services' floating IPs (the controller's option): checked to exist and be
     /// external.
     #[arg(long, env = "KURYR_EXTERNAL_NETWORK")]

@@ -56,6 +56,11 @@ pub struct Lab {
     pub service_network_id: String,
     pub service_subnet_id: String,
     pub service_subnet_cidr: String,
+    /// The pod and service networks' IPv6 subnets (dual-stack; the API server's second service range).
+    pub pod_subnet_v6_id: String,
+    pub pod_subnet_v6_cidr: String,
+    pub service_subnet_v6_id: String,
+    pub service_subnet_v6_cidr: String,
     pub router_id: String,
     pub external_network_id: String,
     pub external_subnet_id: String,

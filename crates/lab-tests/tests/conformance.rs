@@ -59,6 +59,7 @@ conformance!(
     lb_lifecycle_ovn,
     lb_lifecycle_amphora,
     lb_same_port_tcp_and_udp,
+    dual_stack_port_and_lb,
     errors_not_found_and_bad_request,
     errors_over_quota,
     errors_octavia_quota,

@@ -3,8 +3,10 @@
 //! pods' subports take their IPs from that subnet, and deleting the pods and then the namespace removes the
 //! ports, the router interface, the subnet and the network (tag scan of this run's cluster id).
 //! Pods go to vm3 (no kubelet there): they stay Pending but are scheduled, which is all the pod path needs.
-//! The second test does it for a Namespace put in the lab's second project (`--namespace-projects`): the
-//! network, subnet and ports are that project's.
+//! The first test runs dual-stack (`--namespace-secondary-subnet-pool`, an IPv6 pool this run makes): the
+//! namespace network gets an IPv6 subnet from the pool too, on the router, and each pod's port an address
+//! of each family. The second test does it for a Namespace put in the lab's second project
+//! (`--namespace-projects`): the network, subnet and ports are that project's.
 
 mod nsnet;
 
@@ -15,8 +17,9 @@ use anyhow::{bail, ensure, Context as _};
 use kuryr_api::{
     Api, Client, DeleteParams, KuryrNetwork, KuryrPort, ListParams, Namespace, Pod, PostParams, ResourceExt,
 };
-use kuryr_openstack::neutron::{networks, ports, subnets};
-use kuryr_openstack::Cloud;
+use kuryr_openstack::neutron::subnetpools::{self, CreateSubnetPool};
+use kuryr_openstack::neutron::{networks, ports, subnets, Filter};
+use kuryr_openstack::{Cloud, Owner};
 use lab_tests::Lab;
 use nsnet::{delete_subnetpools, leftovers, strip_finalizers, wait_gone, WAIT};
 use serde_json::json;
@@ -42,6 +45,19 @@ async fn in_namespace_mode(own_project: bool) -> anyhow::Result<()> {
     let cluster_id = format!("nstest-{run_id}");
     let mut config = nsnet::namespace_mode(&lab, &cluster_id);
     config.namespace = Some(ns.clone());
+    if !own_project {
+        // Dual-stack: an IPv6 pool of this run (its cluster's tags, so the cleanup below takes it too).
+        let owner = Owner::new(&cluster_id, "subnetpool", "v6");
+        let req = CreateSubnetPool {
+            name: format!("kuryr-test-v6-{run_id}"),
+            prefixes: vec![format!("fd43:{:x}::/56", fastrand::u16(1..))],
+            default_prefixlen: Some(64),
+            project_id: Some(lab.project_id.clone()),
+            ..CreateSubnetPool::default()
+        };
+        let pool = subnetpools::create(&cloud, &req, &owner.tags()?).await?;
+        config.networks.secondary_subnet_pool_id = Some(pool.id);
+    }
     let mut annotations = serde_json::Map::new();
     let project = if own_project {
         let tenant = lab
@@ -62,8 +78,9 @@ async fn in_namespace_mode(own_project: bool) -> anyhow::Result<()> {
         )
         .await?;
     lab_tests::cluster::wait_default_service_account(&client, &ns).await?;
+    let dual = config.networks.secondary_subnet_pool_id.is_some();
     let controller = nsnet::Controller::start(&client, &cloud, config);
-    let result = scenario(&client, &cloud, &ns, &lab, &project).await;
+    let result = scenario(&client, &cloud, &ns, &lab, &project, dual).await;
     if result.is_err() {
         strip_finalizers(&client, &ns).await;
     }
@@ -81,8 +98,15 @@ async fn in_namespace_mode(own_project: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `project`: where the namespace's network, subnet and ports must be.
-async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab, project: &str) -> anyhow::Result<()> {
+/// `project`: where the namespace's network, subnet and ports must be; `dual`: dual-stack.
+async fn scenario(
+    client: &Client,
+    cloud: &Cloud,
+    ns: &str,
+    lab: &Lab,
+    project: &str,
+    dual: bool,
+) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
     let kns: Api<KuryrNetwork> = Api::namespaced(client.clone(), ns);
@@ -130,6 +154,29 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab, project: 
         "KuryrNetwork spec.projectId {}",
         kn.spec.project_id
     );
+    let subnet6 = match (&st.secondary_subnet_id, dual) {
+        (Some(id), true) => {
+            let s = subnets::get(cloud, id).await?;
+            ensure!(
+                s.ip_version == 6 && s.network_id == net_id && s.project_id == project,
+                "secondary subnet {s:?}"
+            );
+            let router = st.router_id.clone().context("routerId")?;
+            let on_router = ports::list(
+                cloud,
+                Filter::new().eq("device_id", &router).fixed_ip_subnet(&s.id),
+            )
+            .await?;
+            ensure!(
+                !on_router.is_empty(),
+                "IPv6 subnet {} not on router {router}",
+                s.cidr
+            );
+            Some(s)
+        }
+        (None, false) => None,
+        (got, _) => bail!("secondary subnet {got:?}, dual-stack {dual}"),
+    };
     let (base, len) = subnet.cidr.split_once('/').context("cidr")?;
     let (base, len): (Ipv4Addr, u32) = (base.parse()?, len.parse()?);
     let mask = u32::MAX << (32 - len);
@@ -149,6 +196,16 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab, project: 
             vif.network_id
         );
         let ip: Ipv4Addr = vif.ips.first().context("ip")?.address.parse()?;
+        if let Some(s6) = &subnet6 {
+            ensure!(
+                vif.ips.len() == 2
+                    && vif.ips[1].subnet_id.as_deref() == Some(s6.id.as_str())
+                    && vif.ips[1].address.contains(':'),
+                "{}: not an address of each family: {:?}",
+                kp.name_any(),
+                vif.ips
+            );
+        }
         ensure!(
             u32::from(ip) & mask == u32::from(base),
             "{}: {ip} outside {}",
@@ -165,8 +222,9 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str, lab: &Lab, project: 
         );
     }
     eprintln!(
-        "namespace {ns}: network {net_id}, subnet {} in project {project}; both pods on it",
-        subnet.cidr
+        "namespace {ns}: network {net_id}, subnet {} (and {:?}) in project {project}; both pods on it",
+        subnet.cidr,
+        subnet6.as_ref().map(|s| &s.cidr)
     );
     // Pods go first (their ports are released by the KuryrPort controller), the namespace after.
     let now = DeleteParams {

@@ -11,7 +11,10 @@
 //! packets (the subport's security groups, enforced by OVN); deleting the pods leaves no Neutron port, no
 //! subport and no VLAN device in the VM. Every pod also asks for a second network (a
 //! NetworkAttachmentDefinition): the VM's pods get it as `data0`, a subport of its own on another VLAN, and
-//! the probe in the VM reaches their `data0` addresses over that network. Checks inside the VM run as probe pods there (kubelet reports their
+//! the probe in the VM reaches their `data0` addresses over that network. The controller runs dual-stack
+//! (docs/dual-stack.md): the VM's pods get an IPv6 address too (both on their one subport), reach each other
+//! over IPv6, and the Service (PreferDualStack) answers on its IPv6 clusterIP, an Octavia additional VIP;
+//! the macvlan pod stays IPv4 only. Checks inside the VM run as probe pods there (kubelet reports their
 //! termination message): the API server cannot reach the VM's kubelet for exec.
 
 use std::collections::BTreeMap;
@@ -82,6 +85,7 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     let extra = ExtraNetwork::create(&cloud, &client, &ns).await?;
 
     let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
+    config.secondary_pod_subnet_id = Some(lab.pod_subnet_v6_id.clone());
     config.namespace = Some(ns.clone());
     config.additional_subnets = [extra.subnet_id.clone()].into();
     config.project_id = Some(lab.project_id.clone());
@@ -94,6 +98,8 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     };
     let mut sc = ServicesConfig::new(&lab.service_subnet_id);
     sc.member_subnet_id = Some(lab.pod_subnet_id.clone());
+    sc.secondary_service_subnet_id = Some(lab.service_subnet_v6_id.clone());
+    sc.secondary_member_subnet_id = Some(lab.pod_subnet_v6_id.clone());
     sc.provider = Some("ovn".into());
     sc.default_provider = "ovn".into();
     config.services = Some(sc);
@@ -187,6 +193,8 @@ async fn scenario(
     seen: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let lab_v6_subnet = Lab::require().pod_subnet_v6_id;
+    let lab_v6_subnet = lab_v6_subnet.as_str();
     let server = ["httpd", "-f", "-p", "8080", "-h", "/"];
     for (name, node, labels) in [
         ("vm-a", vm.name.as_str(), json!({"app": "web", "role": "server"})),
@@ -209,6 +217,7 @@ async fn scenario(
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
     let trunk = trunks::get(cloud, &vm.trunk_id).await?;
     let mut extra_ips = Vec::new();
+    let mut v6_ips = Vec::new();
     for name in ["vm-a", "vm-b"] {
         let kp = kps.get(name).await?;
         let vif = kp
@@ -237,6 +246,26 @@ async fn scenario(
             vif.ips.first().map(|i| i.address.clone()) == Some(ip(name)),
             "{name}: {vif:?}"
         );
+        // Dual-stack: the same port has an address on the IPv6 pod subnet, and kubelet reports both.
+        let v6 = vif
+            .ips
+            .iter()
+            .find(|i| i.subnet_id.as_deref() == Some(lab_v6_subnet))
+            .map(|i| i.address.clone())
+            .with_context(|| format!("{name}: no address on the IPv6 pod subnet: {vif:?}"))?;
+        let pod_ips: Vec<String> = running[name]
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ips.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.ip)
+            .collect();
+        ensure!(
+            pod_ips == vec![ip(name), v6.clone()],
+            "{name}: podIPs {pod_ips:?}, KuryrPort {vif:?}"
+        );
+        v6_ips.push(v6);
         // Its extra interface: a subport of its own (another VLAN) on the extra network.
         let data0 = kp
             .status
@@ -266,19 +295,30 @@ async fn scenario(
         .as_ref()
         .and_then(|s| s.default_vif().map(|(_, v)| v.vif_type));
     ensure!(ns_vif == Some(VifType::NestedMacvlan), "ns-c: {ns_vif:?}");
+    // nested-macvlan pairs one address per pod: IPv4 only, and the pod is told why.
+    let ns_ips = kp
+        .status
+        .as_ref()
+        .and_then(|s| s.default_vif().map(|(_, v)| v.ips.len()));
+    ensure!(ns_ips == Some(1), "ns-c: {ns_ips:?} addresses");
 
     // A Service of vm-a, an OVN load balancer on the service subnet (routed from the pod network).
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": HTTP_PORT, "protocol": "TCP"}]}
+        "spec": {"selector": {"app": "web"}, "ipFamilyPolicy": "PreferDualStack",
+            "ports": [{"port": 80, "targetPort": HTTP_PORT, "protocol": "TCP"}]}
     }))?;
-    let vip = services
+    let cluster_ips = services
         .create(&PostParams::default(), &svc)
         .await?
         .spec
-        .and_then(|s| s.cluster_ip)
-        .context("Service without clusterIP")?;
+        .and_then(|s| s.cluster_ips)
+        .unwrap_or_default();
+    let [vip, vip6] = cluster_ips.as_slice() else {
+        bail!("a PreferDualStack Service without two clusterIPs: {cluster_ips:?} (API server dual-stack?)");
+    };
+    let (vip, vip6) = (vip.clone(), vip6.clone());
 
     // From the VM: its own pods and the Service (retried until its LB serves). Not the namespace node's
     // macvlan pod: with this controller (per-pod ports, NetworkPolicy on) a VM pod's pings to it go
@@ -286,12 +326,21 @@ async fn scenario(
     // namespace) are answered from the first one: a macvlan pod's ingress is filtered on the shared VM port,
     // whose groups admit by remote group, and the subports here carry policy groups (docs/lab.md, VM nodes).
     // The probe has its own data0: the VM pods' extra interfaces answer on the extra network too.
-    let targets = [ip("vm-a"), ip("vm-b"), extra_ips[0].clone(), extra_ips[1].clone()];
+    let targets = [
+        ip("vm-a"),
+        ip("vm-b"),
+        extra_ips[0].clone(),
+        extra_ips[1].clone(),
+        v6_ips[0].clone(),
+        v6_ips[1].clone(),
+    ];
     let mut script = ping_lines(&targets);
-    script.push_str(&format!(
-        "for i in $(seq 60); do timeout 5 wget -q -O /dev/null http://{vip}/etc/passwd && break; sleep 3; done; \
-         if timeout 5 wget -q -O /dev/null http://{vip}/etc/passwd; then echo 'svc ok'; else echo 'svc fail'; fi\n"
-    ));
+    for (label, host) in [("svc", vip.clone()), ("svc6", format!("[{vip6}]"))] {
+        script.push_str(&format!(
+            "for i in $(seq 60); do timeout 5 wget -q -O /dev/null http://{host}/etc/passwd && break; sleep 3; done; \
+             if timeout 5 wget -q -O /dev/null http://{host}/etc/passwd; then echo '{label} ok'; else echo '{label} fail'; fi\n"
+        ));
+    }
     let seen_from_vm = probe(&pods, "probe-vm", &vm.name, json!({}), &script).await?;
     for t in &targets {
         ensure!(
@@ -302,6 +351,10 @@ async fn scenario(
     ensure!(
         seen_from_vm.contains("svc ok"),
         "the Service VIP {vip} from the VM node: {seen_from_vm}"
+    );
+    ensure!(
+        seen_from_vm.contains("svc6 ok"),
+        "the Service's IPv6 VIP {vip6} (an additional VIP) from the VM node: {seen_from_vm}"
     );
 
     // From the namespace node's pod (its network namespace, entered from this host) to the VM's pods.

@@ -108,9 +108,39 @@ pub async fn create(
             format!("Provider '{provider}' is not enabled."),
         ));
     }
+    let additional: Vec<Map<String, Value>> = match m.get("additional_vips") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_object()
+                    .cloned()
+                    .ok_or_else(|| ApiError::oct_validation("additional_vips: a list of objects"))
+            })
+            .collect::<ApiResult<_>>()?,
+        Some(_) => return Err(ApiError::oct_validation("additional_vips: a list of objects")),
+    };
+    if !additional.is_empty() {
+        if version_below(&profile.octavia.max_version, (2, 26)) {
+            return Err(ApiError::oct_validation(
+                "Invalid input for field/attribute loadbalancer. Value: unknown attribute additional_vips",
+            ));
+        }
+        if profile
+            .octavia
+            .providers
+            .get(&provider)
+            .is_some_and(|p| p.no_additional_vips)
+        {
+            return Err(ApiError::octavia(
+                StatusCode::NOT_IMPLEMENTED,
+                format!("Provider '{provider}' does not support a requested option: additional_vips"),
+            ));
+        }
+    }
     sh.mutate(|w, jobs| {
         super::quotas::check_load_balancer(w, &project)?;
-        create_lb(&sh, w, jobs, &profile, &project, &provider, &m)
+        create_lb(&sh, w, jobs, &profile, &project, &provider, &m, &additional)
     })
 }
 
@@ -161,6 +191,116 @@ fn resolve_vip(w: &World, m: &Map<String, Value>) -> ApiResult<(String, String, 
     Ok((net_id, pick.std.id.clone(), addr))
 }
 
+/// Whether API version `v` ("2.30") is older than `min`.
+fn version_below(v: &str, min: (u32, u32)) -> bool {
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let have = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    have < min
+}
+
+/// Where the additional VIPs of a new load balancer go.
+struct VipPlace<'a> {
+    lb_id: &'a str,
+    provider: &'a str,
+    project: &'a str,
+    port_id: &'a str,
+    network_id: &'a str,
+    subnet_id: &'a str,
+}
+
+/// The additional VIPs: each on a subnet of the VIP's network other than the VIP's own. Amphora puts them on
+/// the VIP port; the ovn provider makes a port for each (`ovn-lb-vip-additional-<n>-<lb>`). Returns the
+/// `additional_vips` answer and the ports made.
+fn add_vips(
+    w: &mut World,
+    at: &VipPlace<'_>,
+    additional: &[Map<String, Value>],
+) -> ApiResult<(Vec<Value>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut made = Vec::new();
+    for (n, a) in additional.iter().enumerate() {
+        let sid = s(a, "subnet_id")
+            .ok_or_else(|| ApiError::oct_validation("additional_vips: subnet_id is required"))?;
+        let sub = w
+            .subnets
+            .get(&sid)
+            .ok_or_else(|| ApiError::octavia(StatusCode::BAD_REQUEST, format!("Subnet {sid} not found.")))?;
+        if sub.network_id != at.network_id {
+            return Err(ApiError::oct_validation(
+                "All VIP subnets must belong to the same network.",
+            ));
+        }
+        if sid == at.subnet_id {
+            return Err(ApiError::oct_validation(
+                "Duplicate VIP subnet(s) specified. Only one IP can be bound per subnet.",
+            ));
+        }
+        let want = s(a, "ip_address");
+        let taken = |ip: &str| {
+            ApiError::octavia(
+                StatusCode::CONFLICT,
+                format!("IP address {ip} already allocated in subnet {sid}."),
+            )
+        };
+        let ip = if at.provider == "ovn" {
+            let mut port = crate::neutron::routers::infra_port(
+                w,
+                at.network_id,
+                Some(&sid),
+                want.as_deref(),
+                "ovn-lb-vip",
+                &format!("lb-{}", at.lb_id),
+            )
+            .map_err(|e| match e.kind.as_str() {
+                "IpAddressAlreadyAllocated" => taken(want.as_deref().unwrap_or_default()),
+                _ => e.into_octavia(),
+            })?;
+            port.std.name = format!("ovn-lb-vip-additional-{}-{}", n + 1, at.lb_id);
+            port.std.project_id = at.project.to_owned();
+            port.std.tenant_id = at.project.to_owned();
+            port.status = "DOWN".to_owned();
+            let ip = port
+                .fixed_ips
+                .first()
+                .map(|f| f.ip_address.clone())
+                .unwrap_or_default();
+            made.push(port.std.id.clone());
+            w.insert_port(port);
+            ip
+        } else {
+            let sub = w.subnets.get_mut(&sid).ok_or_else(|| {
+                ApiError::octavia(StatusCode::BAD_REQUEST, format!("Subnet {sid} not found."))
+            })?;
+            let got = match &want {
+                Some(ip) => {
+                    let v = parse_ip(ip)
+                        .map(|(v, _)| v)
+                        .ok_or_else(|| ApiError::oct_validation(format!("Invalid IP address {ip}")))?;
+                    sub.ipam.allocate(v, at.port_id).map_err(|_| taken(ip))?;
+                    v
+                }
+                None => sub.ipam.allocate_any(at.port_id).ok_or_else(|| {
+                    ApiError::octavia(
+                        StatusCode::CONFLICT,
+                        format!("No more IP addresses available on subnet {sid}."),
+                    )
+                })?,
+            };
+            let ip = sub.ipam.cidr.ip(got).to_string();
+            if let Some(p) = w.ports.get_mut(at.port_id) {
+                p.fixed_ips.push(crate::neutron::model::FixedIp {
+                    subnet_id: sid.clone(),
+                    ip_address: ip.clone(),
+                });
+            }
+            ip
+        };
+        out.push(json!({"subnet_id": sid, "ip_address": ip}));
+    }
+    Ok((out, made))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn create_lb(
     sh: &Shared,
     w: &mut World,
@@ -169,6 +309,7 @@ fn create_lb(
     project: &str,
     provider: &str,
     m: &Map<String, Value>,
+    additional: &[Map<String, Value>],
 ) -> ApiResult<Response> {
     let id = new_id();
     let (vip_port_id, vip_address, vip_subnet, vip_net, vip_owned) = match s(m, "vip_port_id") {
@@ -234,6 +375,24 @@ fn create_lb(
             (pid, f.ip_address, f.subnet_id, net, true)
         }
     };
+    // Octavia allocates the VIP port with all its addresses at once: a refused additional VIP leaves none.
+    let place = VipPlace {
+        lb_id: &id,
+        provider,
+        project,
+        port_id: &vip_port_id,
+        network_id: &vip_net,
+        subnet_id: &vip_subnet,
+    };
+    let (additional_vips, additional_vip_ports) = match add_vips(w, &place, additional) {
+        Ok(v) => v,
+        Err(e) => {
+            if vip_owned {
+                w.remove_port(&vip_port_id);
+            }
+            return Err(e);
+        }
+    };
     let lb = LoadBalancer {
         id: id.clone(),
         name: s(m, "name").unwrap_or_default(),
@@ -253,7 +412,7 @@ fn create_lb(
             .get("vip_sg_ids")
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
-        additional_vips: Vec::new(),
+        additional_vips,
         listeners: Vec::new(),
         pools: Vec::new(),
         provider: provider.to_owned(),
@@ -263,13 +422,21 @@ fn create_lb(
         vip_vnic_type: "normal".to_owned(),
         epoch: 0,
         vip_owned,
+        additional_vip_ports,
     };
     w.lbs.insert(id.clone(), lb);
     // Real Octavia made the VIP port before validating the graph, and leaks it on a 400.
     if let Err(e) = build_graph(w, &id, m) {
-        w.lbs.remove(&id);
+        let extra = w
+            .lbs
+            .remove(&id)
+            .map(|lb| lb.additional_vip_ports)
+            .unwrap_or_default();
         if vip_owned && !profile.octavia.leak_vip_port_on_graph_error {
             w.remove_port(&vip_port_id);
+            for p in &extra {
+                w.remove_port(p);
+            }
         }
         return Err(e);
     }

@@ -58,6 +58,9 @@ pub struct LoadBalancer {
     /// Octavia made the VIP port (and deletes it with the LB).
     #[serde(skip)]
     pub vip_owned: bool,
+    /// The ovn provider's ports of the additional VIPs (one each; amphora puts them on the VIP port).
+    #[serde(skip)]
+    pub additional_vip_ports: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

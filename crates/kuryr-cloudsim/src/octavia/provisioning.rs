@@ -341,5 +341,8 @@ pub fn remove_lb(w: &mut World, id: &str) {
         if lb.vip_owned {
             w.remove_port(&lb.vip_port_id);
         }
+        for p in &lb.additional_vip_ports {
+            w.remove_port(p);
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use futures::TryStreamExt;
 use kuryr_api::Vif;
-use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
 use rtnetlink::Handle;
 
 use super::BindError;
@@ -29,12 +29,17 @@ pub fn vif_addresses(vif: &Vif) -> Result<Vec<(IpAddr, u8)>, BindError> {
         .collect()
 }
 
+/// Adds every address. IPv6 ones skip duplicate address detection (Neutron's IPAM already made the address
+/// unique): a tentative address could not be used for a second or more after the pod starts.
 pub async fn add_all(h: &Handle, index: u32, addrs: &[(IpAddr, u8)]) -> Result<(), BindError> {
     for (addr, prefix) in addrs {
-        h.address()
-            .add(index, *addr, *prefix)
-            .replace()
-            .execute()
+        let mut req = h.address().add(index, *addr, *prefix).replace();
+        if addr.is_ipv6() {
+            req.message_mut()
+                .attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
+        req.execute()
             .await
             .map_err(BindError::netlink(format!("add address {addr}/{prefix}")))?;
     }

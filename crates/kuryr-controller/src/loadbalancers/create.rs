@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use kuryr_core::lb::create_op;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::octavia::{self, Done};
 use super::round::{Next, Round};
@@ -20,9 +20,20 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     // As much of the tree as one request carries; what is left follows as writes to the new tree.
     let fit = octavia::BodyFit::new(&ctx.cloud, ctx.project_id.as_deref(), &round.tags);
     let op = create_op(&round.desired, &fit);
-    let Done::Created(created) =
-        octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await?
-    else {
+    let done = octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await;
+    if let Err(Error::OpenStack(e)) = &done {
+        if e.is_provider_unsupported() && !round.desired.additional_vips.is_empty() {
+            // The next round serves the Service on its first family and says so (DualStackUnsupported).
+            let provider = round
+                .desired
+                .provider
+                .clone()
+                .unwrap_or_else(|| ctx.config.default_provider.clone());
+            warn!(provider, error = %e, "the provider refused additional VIPs: dual-stack Services get one VIP");
+            ctx.learn_no_additional_vips(&provider);
+        }
+    }
+    let Done::Created(created) = done? else {
         return Err(Error::Unexpected(
             "the create answered without a load balancer".into(),
         ));

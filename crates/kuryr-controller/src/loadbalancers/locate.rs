@@ -107,6 +107,14 @@ fn from_status(rec: &LbLoadBalancer, tree: &tree::StatusTree) -> Option<loadbala
         vip_address: rec.ip.clone(),
         vip_port_id: rec.port_id.clone(),
         vip_subnet_id: rec.subnet_id.clone(),
+        additional_vips: rec
+            .additional_vips
+            .iter()
+            .map(|v| loadbalancers::AdditionalVip {
+                subnet_id: v.subnet_id.clone(),
+                ip_address: v.ip.clone(),
+            })
+            .collect(),
         provisioning_status: root.node.provisioning_status.clone(),
         operating_status: root.node.operating_status.clone(),
         listeners: ids(root.listeners.iter().map(|l| l.node.id.as_str()).collect()),

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use kuryr_api::loadbalancer::LbProtocol;
 use kuryr_core::lb::{
-    DesiredHm, DesiredLb, DesiredListener, DesiredPool, Fit, ListenerKey, MemberKey, ObservedHm, ObservedLb,
-    ObservedListener, ObservedPool, Op,
+    DesiredHm, DesiredLb, DesiredListener, DesiredPool, Fit, ListenerKey, MemberKey, MemberSubnets,
+    ObservedHm, ObservedLb, ObservedListener, ObservedPool, Op,
 };
 use kuryr_openstack::octavia::healthmonitors::{self, CreateHealthMonitor, HealthMonitor};
 use kuryr_openstack::octavia::listeners::{self, CreateListener, Listener, UpdateListener};
@@ -123,6 +123,7 @@ fn assemble(lb: &LoadBalancer, found: Vec<Listener>, pools: Vec<PoolParts>) -> O
         provider: lb.provider.clone(),
         vip_address: lb.vip_address.clone(),
         vip_port_id: lb.vip_port_id.clone(),
+        additional_vips: additional_vips(lb),
         listeners,
         orphan_pools,
     }
@@ -258,6 +259,7 @@ pub fn from_tree(cached: &ObservedLb, lb: &LoadBalancer, tree: &StatusTree) -> O
     out.provider = lb.provider.clone();
     out.vip_address = lb.vip_address.clone();
     out.vip_port_id = lb.vip_port_id.clone();
+    out.additional_vips = additional_vips(lb);
     for l in out.listeners.values_mut() {
         let tl = t.listeners.iter().find(|x| x.node.id == l.id)?;
         match (&mut l.pool, tl.pools.as_slice()) {
@@ -275,14 +277,21 @@ pub fn from_tree(cached: &ObservedLb, lb: &LoadBalancer, tree: &StatusTree) -> O
     Some(out)
 }
 
+/// The load balancer's additional VIP addresses, sorted (as [`ObservedLb::additional_vips`] holds them).
+fn additional_vips(lb: &LoadBalancer) -> Vec<String> {
+    let mut out: Vec<String> = lb.additional_vips.iter().map(|v| v.ip_address.clone()).collect();
+    out.sort_unstable();
+    out
+}
+
 fn members_of(
     members: &BTreeMap<MemberKey, String>,
-    subnet: Option<&String>,
+    subnets: &MemberSubnets,
     tags: &[String],
 ) -> Vec<CreateMember> {
     members
         .iter()
-        .map(|((ip, port), name)| member(ip, *port, name, subnet, tags))
+        .map(|((ip, port), name)| member(ip, *port, name, subnets.for_address(ip), tags))
         .collect()
 }
 
@@ -320,7 +329,7 @@ fn pool(key: ListenerKey, p: &DesiredPool, tags: &[String], with_members: bool) 
     CreatePool {
         session_persistence: persistence(&p.session_persistence),
         members: if with_members {
-            members_of(&p.members, p.member_subnet_id.as_ref(), tags)
+            members_of(&p.members, &p.member_subnets, tags)
         } else {
             Vec::new()
         },
@@ -355,6 +364,14 @@ pub fn create_request(d: &DesiredLb, project_id: Option<&str>, tags: &[String]) 
         description: Some("kuryr-rs Service load balancer".into()),
         vip_subnet_id: d.vip_subnet_id.clone(),
         vip_address: d.vip_address.clone(),
+        additional_vips: d
+            .additional_vips
+            .iter()
+            .map(|v| loadbalancers::AdditionalVip {
+                subnet_id: v.subnet_id.clone(),
+                ip_address: v.ip_address.clone(),
+            })
+            .collect(),
         provider: d.provider.clone(),
         project_id: project_id.map(str::to_owned),
         tags: tags.to_vec(),
@@ -394,12 +411,11 @@ impl Fit for BodyFit<'_> {
         fit::json_len(&body) <= self.limit
     }
 
-    fn members_fitting(&self, members: &[(&MemberKey, &String)], subnet_id: Option<&str>) -> usize {
-        let subnet = subnet_id.map(str::to_owned);
+    fn members_fitting(&self, members: &[(&MemberKey, &String)], subnets: &MemberSubnets) -> usize {
         // Lazily: only the members one body can hold are serialized.
-        let sizes = members
-            .iter()
-            .map(|((ip, port), name)| fit::json_len(&member(ip, *port, name, subnet.as_ref(), self.tags)));
+        let sizes = members.iter().map(|((ip, port), name)| {
+            fit::json_len(&member(ip, *port, name, subnets.for_address(ip), self.tags))
+        });
         fit::prefix_fitting(sizes, fit::envelope("members"), self.limit)
     }
 }
@@ -488,14 +504,14 @@ pub async fn execute(
         Op::ReplaceMembers {
             pool_id,
             members: m,
-            subnet_id,
+            subnets,
             ..
-        } => members::batch_replace(cloud, pool_id, &members_of(m, subnet_id.as_ref(), tags)).await?,
+        } => members::batch_replace(cloud, pool_id, &members_of(m, subnets, tags)).await?,
         Op::AddMembers {
             pool_id,
             members: m,
-            subnet_id,
-        } => members::batch_add(cloud, pool_id, &members_of(m, subnet_id.as_ref(), tags)).await?,
+            subnets,
+        } => members::batch_add(cloud, pool_id, &members_of(m, subnets, tags)).await?,
         Op::DeleteMember { pool_id, id } => members::delete(cloud, pool_id, id).await?,
         Op::CreateHealthMonitor { pool_id, hm } => {
             let mut req = health_monitor(hm, tags);

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use kube::runtime::events::EventType;
 use kuryr_api::loadbalancer::KuryrLoadBalancerStatus;
 use kuryr_api::{Api, KuryrLoadBalancer, Resource, ResourceExt};
-use kuryr_core::lb::{desired_lb, enforce, AllowList, DesiredLb, Enforced, OctaviaCaps, Problem};
+use kuryr_core::lb::{
+    desired_lb, enforce, AllowList, DesiredLb, Enforced, MemberSubnets, OctaviaCaps, Problem,
+};
 use kuryr_openstack::Owner;
 
 use super::observer::LbKey;
@@ -147,12 +149,14 @@ pub async fn prepare<'a>(
     let allow = ctx.config.allow_list(project);
     let enforced = enforce(&klb.spec, &allow);
     let spec = &enforced.spec;
+    let provider = spec
+        .provider
+        .clone()
+        .unwrap_or_else(|| ctx.config.default_provider.clone());
     let caps = OctaviaCaps {
         version: features.version,
-        provider: spec
-            .provider
-            .clone()
-            .unwrap_or_else(|| ctx.config.default_provider.clone()),
+        no_additional_vips: ctx.lacks_additional_vips(&provider),
+        provider,
     };
     // Pods go on the pod subnet; the API servers of default/kubernetes (and other non-pod backends) on the
     // subnet holding them.
@@ -162,11 +166,22 @@ pub async fn prepare<'a>(
         .flat_map(|s| &s.endpoints)
         .flat_map(|e| e.addresses.iter().map(String::as_str))
         .collect();
+    // One subnet per family: a dual-stack pool holds members of both.
+    let (v6, v4): (Vec<&str>, Vec<&str>) = addresses.iter().partition(|a| a.contains(':'));
     let member_subnet = ctx
         .subnets
-        .member_subnet(&ctx.cloud, &addresses, ctx.config.member_subnet_id.as_deref())
+        .member_subnet(&ctx.cloud, &v4, ctx.config.member_subnet_id.as_deref())
         .await;
-    let (desired, problems) = desired_lb(&ns, &name, spec, &caps, member_subnet.as_deref());
+    let v6_default = ctx
+        .config
+        .secondary_member_subnet_id
+        .as_deref()
+        .or(ctx.config.member_subnet_id.as_deref());
+    let member_subnets = MemberSubnets {
+        v4: member_subnet.clone(),
+        v6: ctx.subnets.member_subnet(&ctx.cloud, &v6, v6_default).await,
+    };
+    let (desired, problems) = desired_lb(&ns, &name, spec, &caps, &member_subnets);
     let mut st = klb.status.clone().unwrap_or_default();
     status::supported(&mut st, generation, &problems);
     status::allowed(&mut st, generation, &enforced.refused);

@@ -3,7 +3,7 @@
 
 use kuryr_api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use kuryr_api::loadbalancer::{
-    KuryrLoadBalancerStatus, LbListener, LbLoadBalancer, LbMember, LbPool, OperatingStatus,
+    KuryrLoadBalancerStatus, LbAdditionalVip, LbListener, LbLoadBalancer, LbMember, LbPool, OperatingStatus,
     ProvisioningStatus,
 };
 use kuryr_api::{Api, KuryrLoadBalancer, Patch, PatchParams, ResourceExt};
@@ -44,6 +44,14 @@ pub fn record(
         provider: Some(lb.provider.clone()).filter(|p| !p.is_empty()),
         security_groups: Vec::new(),
         subnet_id: lb.vip_subnet_id.clone(),
+        additional_vips: lb
+            .additional_vips
+            .iter()
+            .map(|v| LbAdditionalVip {
+                ip: v.ip_address.clone(),
+                subnet_id: v.subnet_id.clone(),
+            })
+            .collect(),
         provisioning_status: parse::<ProvisioningStatus>(&lb.provisioning_status),
         operating_status: parse::<OperatingStatus>(&lb.operating_status),
     });

@@ -28,6 +28,8 @@ pub fn owner(ctx: &Context, kn_uid: &str) -> Owner {
 pub struct NamespaceNetwork {
     pub network: Network,
     pub subnet: Subnet,
+    /// Dual-stack: the subnet of the other family.
+    pub secondary: Option<Subnet>,
     pub router_id: String,
 }
 
@@ -37,7 +39,17 @@ impl NamespaceNetwork {
         st.net_id = Some(self.network.id.clone());
         st.subnet_id = Some(self.subnet.id.clone());
         st.subnet_cidr = Some(self.subnet.cidr.clone());
+        st.secondary_subnet_id = self.secondary.as_ref().map(|s| s.id.clone());
+        st.secondary_subnet_cidr = self.secondary.as_ref().map(|s| s.cidr.clone());
         st.router_id = Some(self.router_id.clone());
+    }
+
+    /// Its subnets as pods take them (primary first), with the network's MTU.
+    pub fn core_subnets(&self) -> Vec<kuryr_core::neutron::Subnet> {
+        std::iter::once(&self.subnet)
+            .chain(self.secondary.as_ref())
+            .map(|s| crate::convert::subnet(s, &self.network))
+            .collect()
     }
 }
 
@@ -115,7 +127,13 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str)
         }
     };
     let found = subnets::list(&ctx.cloud, Filter::new().eq("network_id", &network.id)).await?;
-    let subnet = match found.into_iter().next() {
+    let secondary_pool = ctx.config.networks.secondary_subnet_pool_id.clone();
+    // The primary subnet is the one not from the secondary pool (an older subnet of a namespace made
+    // before dual-stack was turned on is primary too).
+    let (second, first): (Vec<Subnet>, Vec<Subnet>) = found
+        .into_iter()
+        .partition(|s| secondary_pool.is_some() && s.subnetpool_id.as_deref() == secondary_pool.as_deref());
+    let subnet = match first.into_iter().next() {
         Some(s) => s,
         None => {
             let req = CreateSubnet {
@@ -138,21 +156,56 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str)
             s
         }
     };
+    let secondary = match (&secondary_pool, second.into_iter().next()) {
+        (None, _) => None,
+        (Some(_), Some(s)) => Some(s),
+        (Some(pool), None) => {
+            let pool_version = subnetpools::get(&ctx.cloud, pool).await?.ip_version;
+            let req = CreateSubnet {
+                network_id: network.id.clone(),
+                ip_version: pool_version,
+                name: Some(format!("kuryr-ns-{namespace}-v{pool_version}")),
+                subnetpool_id: Some(pool.clone()),
+                enable_dhcp: Some(false),
+                project_id: Some(project.to_owned()),
+                ..CreateSubnet::default()
+            };
+            let s = subnets::create(&ctx.cloud, &req, &tags).await?;
+            info!(
+                namespace,
+                subnet = s.id,
+                cidr = s.cidr,
+                "namespace secondary subnet created"
+            );
+            Some(s)
+        }
+    };
     let router_id = router(ctx).await?;
-    let f = Filter::new()
-        .eq("device_id", &router_id)
-        .eq("network_id", &network.id);
-    if ports::list(&ctx.cloud, f).await?.is_empty() {
-        routers::add_interface(&ctx.cloud, &router_id, &Interface::Subnet(subnet.id.clone())).await?;
-        info!(
-            namespace,
-            router = router_id,
-            "namespace subnet plugged into the router"
-        );
+    let plugged = ports::list(
+        &ctx.cloud,
+        Filter::new()
+            .eq("device_id", &router_id)
+            .eq("network_id", &network.id),
+    )
+    .await?;
+    for s in std::iter::once(&subnet).chain(secondary.as_ref()) {
+        if !plugged
+            .iter()
+            .any(|p| p.fixed_ips.iter().any(|f| f.subnet_id == s.id))
+        {
+            routers::add_interface(&ctx.cloud, &router_id, &Interface::Subnet(s.id.clone())).await?;
+            info!(
+                namespace,
+                router = router_id,
+                subnet = s.id,
+                "namespace subnet plugged into the router"
+            );
+        }
     }
     Ok(NamespaceNetwork {
         network,
         subnet,
+        secondary,
         router_id,
     })
 }

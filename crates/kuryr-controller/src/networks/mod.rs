@@ -40,6 +40,9 @@ pub struct NetworksConfig {
     pub pool_prefixes: Vec<String>,
     /// Prefix length of each namespace's subnet.
     pub prefixlen: u8,
+    /// Dual-stack: subnet pool of the namespaces' second subnet (the other IP family; its default prefix
+    /// length); `None`: namespace networks are single-stack.
+    pub secondary_subnet_pool_id: Option<String>,
     /// Router namespace subnets are plugged into; `None`: the router of the default pod subnet.
     pub router_id: Option<String>,
     /// Create every namespace's network when the namespace appears, not when its first pod needs it.
@@ -53,6 +56,7 @@ impl Default for NetworksConfig {
             subnet_pool_id: None,
             pool_prefixes: vec!["10.128.0.0/14".into()],
             prefixlen: 24,
+            secondary_subnet_pool_id: None,
             router_id: None,
             eager: false,
         }
@@ -64,9 +68,10 @@ impl Default for NetworksConfig {
 /// delete of its network.
 #[derive(Default)]
 pub struct State {
-    /// `Config::pod_subnet_id` with its network's MTU, read once.
-    default_subnet: tokio::sync::OnceCell<Subnet>,
-    subnets: Mutex<HashMap<String, Subnet>>,
+    /// `Config::pod_subnet_id` (and the secondary pod subnet) with its network's MTU, read once.
+    default_subnets: tokio::sync::OnceCell<Vec<Subnet>>,
+    /// Each namespace's subnets: one, or one of each IP family (dual-stack), the primary first.
+    subnets: Mutex<HashMap<String, Vec<Subnet>>>,
     /// Extra networks' subnets by id.
     additional: Mutex<HashMap<String, Subnet>>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -85,36 +90,36 @@ impl State {
         lock(&self.additional).insert(subnet_id.to_owned(), subnet);
     }
 
-    pub fn subnet(&self, namespace: &str) -> Option<Subnet> {
+    pub fn subnets(&self, namespace: &str) -> Option<Vec<Subnet>> {
         lock(&self.subnets).get(namespace).cloned()
     }
 
     /// The namespace's network exists: pods waiting for it go on.
-    pub fn remember(&self, namespace: &str, subnet: Subnet) {
-        lock(&self.subnets).insert(namespace.to_owned(), subnet);
+    pub fn remember(&self, namespace: &str, subnets: Vec<Subnet>) {
+        lock(&self.subnets).insert(namespace.to_owned(), subnets);
         self.published.notify_waiters();
     }
 
-    /// The namespace's subnet once the KuryrNetwork controller has made it; `None` after `timeout`.
-    pub async fn wait_subnet(&self, namespace: &str, timeout: Duration) -> Option<Subnet> {
+    /// The namespace's subnets once the KuryrNetwork controller has made them; `None` after `timeout`.
+    pub async fn wait_subnets(&self, namespace: &str, timeout: Duration) -> Option<Vec<Subnet>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             // Registered before the look, so a `remember` in between is not missed.
             let published = self.published.notified();
             tokio::pin!(published);
             published.as_mut().enable();
-            if let Some(s) = self.subnet(namespace) {
+            if let Some(s) = self.subnets(namespace) {
                 return Some(s);
             }
             tokio::time::timeout_at(deadline, published).await.ok()?;
         }
     }
 
-    /// The known subnet (a namespace's) on `network_id`, if any.
-    pub fn subnet_on(&self, network_id: &str) -> Option<Subnet> {
+    /// The known subnets (a namespace's) on `network_id`, if any.
+    pub fn subnets_on(&self, network_id: &str) -> Option<Vec<Subnet>> {
         lock(&self.subnets)
             .values()
-            .find(|s| s.network_id == network_id)
+            .find(|s| s.first().is_some_and(|s| s.network_id == network_id))
             .cloned()
     }
 

@@ -75,8 +75,7 @@ async fn apply(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
     if want != st || !kuryr_api::conditions::is_condition_true(&st.conditions, READY) {
         write_ready(ctx, kn, &made).await?;
     }
-    ctx.networks
-        .remember(&ns, crate::convert::subnet(&made.subnet, &made.network));
+    ctx.networks.remember(&ns, made.core_subnets());
     Ok(Action::requeue(RESYNC))
 }
 

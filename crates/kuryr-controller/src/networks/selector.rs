@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_core::neutron::Subnet;
+use kuryr_core::policy::Family;
 use kuryr_core::vif::PodFacts;
 use kuryr_core::{NamespaceSubnets, SubnetSelector};
 use kuryr_openstack::neutron::{networks, subnets};
@@ -14,28 +15,44 @@ use crate::convert;
 use crate::errors::{Error, Result};
 use crate::networks::{reconcile, SubnetMode};
 
-/// The subnet for `pod`'s port, per the configured [`SubnetMode`].
-pub async fn pod_subnet(ctx: &Context, pod: &PodFacts) -> Result<Subnet> {
+/// The subnets for `pod`'s port, per the configured [`SubnetMode`]: one, or (dual-stack) one of each IP
+/// family on one network, the primary first.
+pub async fn pod_subnets(ctx: &Context, pod: &PodFacts) -> Result<Vec<Subnet>> {
     match ctx.config.networks.mode {
-        SubnetMode::Default => default_subnet(ctx).await,
+        SubnetMode::Default => default_subnets(ctx).await,
         SubnetMode::Namespace => {
-            let subnet = namespace_subnet(ctx, &pod.namespace).await?;
+            let subnets = namespace_subnets(ctx, &pod.namespace).await?;
+            let primary = subnets.first().map(|s| s.id.clone()).unwrap_or_default();
             let sel = NamespaceSubnets {
-                by_namespace: [(pod.namespace.clone(), subnet.id.clone())].into(),
+                by_namespace: [(pod.namespace.clone(), primary)].into(),
             };
-            Ok(sel.select(pod, std::slice::from_ref(&subnet))?.clone())
+            sel.select(pod, &subnets)?;
+            Ok(subnets)
         }
     }
 }
 
-/// The configured pod subnet with its network's MTU, read once.
-pub async fn default_subnet(ctx: &Context) -> Result<Subnet> {
+/// The configured pod subnet (and the secondary one, dual-stack) with its network's MTU, read once.
+pub async fn default_subnets(ctx: &Context) -> Result<Vec<Subnet>> {
     let s = ctx
         .networks
-        .default_subnet
-        .get_or_try_init(|| read_subnet(ctx, &ctx.config.pod_subnet_id))
+        .default_subnets
+        .get_or_try_init(|| async {
+            let mut out = vec![read_subnet(ctx, &ctx.config.pod_subnet_id).await?];
+            if let Some(id) = &ctx.config.secondary_pod_subnet_id {
+                out.push(read_subnet(ctx, id).await?);
+            }
+            kuryr_core::subnet::check_dual_stack(&out).map_err(Error::Config)?;
+            Ok::<_, Error>(out)
+        })
         .await?;
     Ok(s.clone())
+}
+
+/// The IP families pods have addresses of: the default pod subnets'.
+pub async fn pod_families(ctx: &Context) -> Result<Vec<Family>> {
+    let subnets = default_subnets(ctx).await?;
+    Ok(subnets.iter().filter_map(kuryr_core::subnet::family_of).collect())
 }
 
 /// Subnet `id` as Neutron has it, with its network's MTU.
@@ -59,31 +76,35 @@ pub async fn additional_subnet(ctx: &Context, subnet_id: &str) -> Result<Subnet>
 /// reconcile fails (and is retried).
 const NETWORK_WAIT: Duration = Duration::from_secs(30);
 
-/// The namespace's subnet (with its network's MTU): cached, else from a Ready KuryrNetwork's status, else
-/// asked of the KuryrNetwork controller (the KuryrNetwork is created if missing, as the Namespace front end
-/// does in eager mode) and waited for: only that controller makes Neutron networks and writes their status.
-pub async fn namespace_subnet(ctx: &Context, namespace: &str) -> Result<Subnet> {
-    if let Some(s) = ctx.networks.subnet(namespace) {
+/// The namespace's subnets (with their network's MTU; two when dual-stack): cached, else from a Ready
+/// KuryrNetwork's status, else asked of the KuryrNetwork controller (the KuryrNetwork is created if missing,
+/// as the Namespace front end does in eager mode) and waited for: only that controller makes Neutron
+/// networks and writes their status.
+pub async fn namespace_subnets(ctx: &Context, namespace: &str) -> Result<Vec<Subnet>> {
+    if let Some(s) = ctx.networks.subnets(namespace) {
         return Ok(s);
     }
     let kn = reconcile::get_or_create(ctx, namespace).await?;
+    let dual = ctx.config.networks.secondary_subnet_pool_id.is_some();
     if let Some(st) = kn
         .status
         .as_ref()
         .filter(|st| is_condition_true(&st.conditions, READY))
+        // Dual-stack turned on since: the controller's next round adds the second subnet.
+        .filter(|st| !dual || st.secondary_subnet_id.is_some())
     {
         if let (Some(sid), Some(nid)) = (&st.subnet_id, &st.net_id) {
-            let (s, n) = (
-                subnets::get(&ctx.cloud, sid).await?,
-                networks::get(&ctx.cloud, nid).await?,
-            );
-            let subnet = convert::subnet(&s, &n);
-            ctx.networks.remember(namespace, subnet.clone());
-            return Ok(subnet);
+            let n = networks::get(&ctx.cloud, nid).await?;
+            let mut out = vec![convert::subnet(&subnets::get(&ctx.cloud, sid).await?, &n)];
+            if let Some(sid) = &st.secondary_subnet_id {
+                out.push(convert::subnet(&subnets::get(&ctx.cloud, sid).await?, &n));
+            }
+            ctx.networks.remember(namespace, out.clone());
+            return Ok(out);
         }
     }
     ctx.networks
-        .wait_subnet(namespace, NETWORK_WAIT)
+        .wait_subnets(namespace, NETWORK_WAIT)
         .await
         .ok_or_else(|| Error::NetworkNotReady(namespace.to_owned()))
 }

@@ -207,7 +207,10 @@ pub async fn sync(ctx: &Context, caches: &Caches, state: &mut LoopState) -> Resu
         project_id: &ctx.project_id,
         namespace_projects: &namespace_projects,
     };
-    let converged = match converge(&target, &inputs, &ctx.config.policy.compile_options()).await? {
+    let mut opts = ctx.config.policy.compile_options();
+    // Rules without a prefix are written for each family pods have addresses of (both: dual-stack).
+    opts.families = crate::networks::selector::pod_families(ctx).await?;
+    let converged = match converge(&target, &inputs, &opts).await? {
         Ok(c) => c,
         Err(e) => {
             let err = Error::Policy(e);

@@ -47,25 +47,26 @@ pub async fn pod_security_groups(ctx: &Context, kp: &KuryrPort, project: &str) -
 /// of its own gets a port of its own, made in that project.
 pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -> Result<Vif> {
     let driver = driver(ctx, vif_type)?;
-    let subnet = crate::networks::selector::pod_subnet(ctx, facts).await?;
+    let subnets = crate::networks::selector::pod_subnets(ctx, facts).await?;
     let pooled = ctx.config.pools_enabled && driver.pools_ports() && facts.project_id == ctx.project_id;
     let node = facts.node_name.clone();
+    let network_id = subnets.first().map(|s| s.network_id.clone()).unwrap_or_default();
     let key = |parent: PoolParent| PoolKey {
         parent,
-        network_id: subnet.network_id.clone(),
+        network_id: network_id.clone(),
         project_id: ctx.project_id.clone(),
     };
     match vif_type {
         VifType::NestedVlan => {
             let parent = node_parent(ctx, &node).await?;
             if !pooled {
-                return nested_vlan::allocate(ctx, facts, &parent, &subnet).await;
+                return nested_vlan::allocate(ctx, facts, &parent, &subnets).await;
             }
             let target = Target {
                 key: key(PoolParent::Trunk(parent.trunk_id.clone())),
                 node_name: node,
                 parent: Some(parent),
-                subnet,
+                subnets,
             };
             pool::acquire(ctx, facts, driver.as_ref(), &target, &facts.security_groups).await
         }
@@ -74,12 +75,13 @@ pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -
                 key: key(PoolParent::Host(node.clone())),
                 node_name: node,
                 parent: None,
-                subnet,
+                subnets,
             };
             pool::acquire(ctx, facts, driver.as_ref(), &target, &facts.security_groups).await
         }
-        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnet).await,
-        VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnet).await,
+        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnets).await,
+        // One address per pod: see `macvlan::allocate`.
+        VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnets[..1]).await,
         VifType::NestedDpdk => Err(Error::Unsupported("VIF type nested-dpdk".into())),
     }
 }
@@ -103,9 +105,9 @@ pub async fn allocate_additional(
     match vif_type {
         VifType::NestedVlan => {
             let parent = node_parent(ctx, &facts.node_name).await?;
-            nested_vlan::allocate(ctx, facts, &parent, &subnet).await
+            nested_vlan::allocate(ctx, facts, &parent, std::slice::from_ref(&subnet)).await
         }
-        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnet).await,
+        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, std::slice::from_ref(&subnet)).await,
         other => Err(Error::Unsupported(format!(
             "additional networks with VIF type {other}: only nested-vlan and neutron-vif give a pod more ports"
         ))),
@@ -125,14 +127,10 @@ async fn bridged(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
     facts: &PodFacts,
-    subnet: &Subnet,
+    subnets: &[Subnet],
 ) -> Result<Vif> {
-    let port = podport::create(ctx, driver, facts, subnet).await?;
-    match driver.vif(
-        &convert::port(&port),
-        std::slice::from_ref(subnet),
-        &Attachment::Bridge,
-    ) {
+    let port = podport::create(ctx, driver, facts, subnets).await?;
+    match driver.vif(&convert::port(&port), subnets, &Attachment::Bridge) {
         Ok(vif) => Ok(vif),
         Err(e) => {
             podport::delete_quietly(ctx, &port.id).await;

@@ -75,12 +75,14 @@ async fn ensure_book(ctx: &Context, network_id: &str) -> Result<()> {
 
 /// Creates the pod's port and pairs its IP with a VRRP MAC on the VM's port. The VIF is active once the VM
 /// port is (the pod port itself stays DOWN in this layout). On failure the port is deleted, the MAC freed.
-pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Result<Vif> {
+/// One address per pod: the VM port's pairs give each IP a VRRP MAC of its own, so a dual-stack pod (two
+/// IPs behind one macvlan MAC) cannot be paired; callers pass the primary subnet only (docs/dual-stack.md).
+pub async fn allocate(ctx: &Context, facts: &PodFacts, subnets: &[Subnet]) -> Result<Vif> {
     let driver = NestedMacvlan {
         link_iface: ctx.config.driver.link_iface.clone(),
     };
     let vm_port_id = vm_port_of(ctx, &facts.node_name).await?;
-    let port = podport::create(ctx, &driver, facts, subnet).await?;
+    let port = podport::create(ctx, &driver, facts, subnets).await?;
     let Some(ip) = port.ip().map(str::to_owned) else {
         podport::delete_quietly(ctx, &port.id).await;
         return Err(Error::Unexpected(
@@ -100,7 +102,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnet: &Subnet) -> Resul
         parent_mac: vm.mac_address.clone(),
         vrrp_mac: mac.clone(),
     };
-    let mut vif = match driver.vif(&convert::port(&port), std::slice::from_ref(subnet), &attachment) {
+    let mut vif = match driver.vif(&convert::port(&port), subnets, &attachment) {
         Ok(v) => v,
         Err(e) => {
             release(ctx, &vm_port_id, &port.network_id, &ip).await.ok();

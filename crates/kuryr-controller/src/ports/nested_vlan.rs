@@ -15,11 +15,11 @@ use crate::ports::trunk::Parent;
 
 /// Creates the pod's port and attaches it; returns its VIF (`active: false` until Neutron says ACTIVE).
 /// Nothing is left behind on failure: the port is detached and deleted, its VLAN released.
-pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnet: &Subnet) -> Result<Vif> {
+pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnets: &[Subnet]) -> Result<Vif> {
     let driver = NestedVlan {
         link_iface: ctx.config.driver.link_iface.clone(),
     };
-    let port = podport::create(ctx, &driver, facts, subnet).await?;
+    let port = podport::create(ctx, &driver, facts, subnets).await?;
     let vlan_id = match ctx
         .trunks
         .attach(&ctx.cloud, &facts.node_name, parent, &port.id)
@@ -37,7 +37,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnet: 
         parent_mac: parent.mac.clone(),
         vlan_id,
     };
-    match driver.vif(&convert::port(&port), std::slice::from_ref(subnet), &attachment) {
+    match driver.vif(&convert::port(&port), subnets, &attachment) {
         Ok(vif) => {
             info!(
                 port = port.id,

@@ -25,12 +25,12 @@ pub async fn create(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
     facts: &PodFacts,
-    subnet: &Subnet,
+    subnets: &[Subnet],
 ) -> Result<Port> {
     let tags: BTreeSet<String> = owner(ctx, &facts.uid).tags()?.into_iter().collect();
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pod(facts),
-        subnet,
+        subnets,
         project_id: &facts.project_id,
         security_groups: &facts.security_groups,
         tags: &tags,

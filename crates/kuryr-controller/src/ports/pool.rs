@@ -273,6 +273,32 @@ async fn hand_out(
         }
     };
     let port = convert::port(&port);
+    if let Some(missing) = target
+        .subnets
+        .iter()
+        .find(|s| !port.fixed_ips.iter().any(|ip| ip.subnet_id == s.id))
+    {
+        // Made before the pool's subnets changed (dual-stack turned on): the pod would miss an address.
+        warn!(
+            port = id,
+            subnet = missing.id,
+            "pool port has no address on one of the pool's subnets; deleting it"
+        );
+        if let Some(parent) = target
+            .parent
+            .as_ref()
+            .filter(|_| port.device_owner == SUBPORT_DEVICE_OWNER)
+        {
+            if let Err(e) = ctx.trunks.detach(&ctx.cloud, &parent.trunk_id, &id).await {
+                warn!(port = id, error = &e as &dyn std::error::Error, "detach failed");
+            }
+        }
+        if let Err(e) = ports::delete(&ctx.cloud, &id).await {
+            warn!(port = id, error = &e as &dyn std::error::Error, "delete failed");
+        }
+        ctx.pools.forget_port(&id);
+        return Ok(None);
+    }
     ctx.pools.remember(port.clone());
     let attachment = match &target.parent {
         Some(parent) => {
@@ -308,7 +334,7 @@ async fn hand_out(
         }
         None => Attachment::Bridge,
     };
-    match driver.vif(&port, std::slice::from_ref(&target.subnet), &attachment) {
+    match driver.vif(&port, &target.subnets, &attachment) {
         Ok(vif) => Ok(Some(vif)),
         Err(e) => {
             give_back(ctx, target, &id);
@@ -452,7 +478,7 @@ async fn create_batch_once(
         owner: PortOwner::Pool {
             node_name: &target.node_name,
         },
-        subnet: &target.subnet,
+        subnets: &target.subnets,
         project_id: &ctx.project_id,
         security_groups: defaults,
         tags: &tags,
@@ -678,11 +704,11 @@ async fn network_known(ctx: &Context, network_id: &str) -> bool {
     if ctx.config.networks.mode == SubnetMode::Default {
         return true;
     }
-    if ctx.networks.subnet_on(network_id).is_some() {
+    if ctx.networks.subnets_on(network_id).is_some() {
         return true;
     }
-    match crate::networks::selector::default_subnet(ctx).await {
-        Ok(s) => s.network_id == network_id,
+    match crate::networks::selector::default_subnets(ctx).await {
+        Ok(s) => s.first().is_some_and(|s| s.network_id == network_id),
         // Unsure: keep it.
         Err(_) => true,
     }
@@ -723,18 +749,18 @@ async fn target_of(ctx: &Context, key: &PoolKey) -> Option<Target> {
         }
         PoolParent::Host(host) => (host.clone(), None),
     };
-    let subnet = match ctx.networks.subnet_on(&key.network_id) {
+    let subnets = match ctx.networks.subnets_on(&key.network_id) {
         Some(s) => s,
-        None => crate::networks::selector::default_subnet(ctx)
+        None => crate::networks::selector::default_subnets(ctx)
             .await
             .ok()
-            .filter(|s| s.network_id == key.network_id)?,
+            .filter(|s| s.first().is_some_and(|s| s.network_id == key.network_id))?,
     };
     let target = Target {
         key: key.clone(),
         node_name,
         parent,
-        subnet,
+        subnets,
     };
     ctx.pools.set_target(&target);
     Some(target)

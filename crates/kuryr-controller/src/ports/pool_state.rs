@@ -22,7 +22,8 @@ pub struct Target {
     pub node_name: String,
     /// nested-vlan: the trunk the ports become subports of; `None` for neutron-vif (bound to the host).
     pub parent: Option<Parent>,
-    pub subnet: Subnet,
+    /// The pool's subnets: one, or one of each IP family (dual-stack), as its ports are made on.
+    pub subnets: Vec<Subnet>,
 }
 
 /// The pools and what the controller knows of their ports.

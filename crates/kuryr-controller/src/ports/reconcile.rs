@@ -111,6 +111,21 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
                 )
                 .await;
         }
+        if vif_type == VifType::NestedMacvlan && ctx.config.secondary_pod_subnet_id.is_some() {
+            let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
+                       address per pod on the VM's port; nested-vlan and neutron-vif give both)"
+                .to_owned();
+            warn!("{msg}");
+            ctx.events
+                .publish(
+                    &kp.object_ref(&()),
+                    EventType::Warning,
+                    "DualStackUnsupported",
+                    "Wire",
+                    msg,
+                )
+                .await;
+        }
         for net in extra {
             match allocate::allocate_additional(ctx, vif_type, &pod, &net.subnet_id).await {
                 Ok(v) => made.push((net.interface.clone(), settle(ctx, v).await)),

@@ -11,6 +11,11 @@ pub struct ServicesConfig {
     pub service_subnet_id: String,
     /// Subnet of the members (the pod subnet); `None` lets Octavia use the VIP subnet.
     pub member_subnet_id: Option<String>,
+    /// Dual-stack: the service subnet of the other IP family, on the service subnet's network (a dual-stack
+    /// Service's second clusterIP becomes an Octavia additional VIP there).
+    pub secondary_service_subnet_id: Option<String>,
+    /// Dual-stack: the pod subnet of the other IP family (members of that family are declared on it).
+    pub secondary_member_subnet_id: Option<String>,
     /// External network floating IPs of type=LoadBalancer Services come from; `None`: no floating IPs.
     pub external_network_id: Option<String>,
     /// Octavia provider when a Service names none (`openstack.org/kuryr-lb-provider`); `None`: Octavia's
@@ -47,6 +52,8 @@ impl ServicesConfig {
         Self {
             service_subnet_id: service_subnet_id.into(),
             member_subnet_id: None,
+            secondary_service_subnet_id: None,
+            secondary_member_subnet_id: None,
             external_network_id: None,
             provider: None,
             default_provider: "amphora".into(),
@@ -101,6 +108,7 @@ impl ServicesConfig {
             default_provider: self.provider.clone(),
             providers: self.allowed_providers.clone(),
             vip_subnet: self.service_subnet_id.clone(),
+            secondary_vip_subnet: self.secondary_service_subnet_id.clone(),
             project,
             fip_networks,
             fip_create_network: self.external_network_id.clone(),

@@ -39,9 +39,21 @@ pub struct LbContext {
     /// When this process started: creates a killed predecessor sent may land until a request timeout later.
     pub started: Instant,
     schedule: Mutex<Schedule>,
+    /// Providers that refused `additional_vips` (dual-stack Services are served on one family there).
+    no_additional_vips: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl LbContext {
+    /// Whether `provider` refused `additional_vips` before.
+    pub fn lacks_additional_vips(&self, provider: &str) -> bool {
+        lock(&self.no_additional_vips).contains(provider)
+    }
+
+    /// `provider` refused `additional_vips`: from now on its dual-stack Services get one VIP.
+    pub fn learn_no_additional_vips(&self, provider: &str) {
+        lock(&self.no_additional_vips).insert(provider.to_owned());
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
@@ -78,6 +90,7 @@ impl LbContext {
             observer,
             started: Instant::now(),
             schedule: Mutex::new(schedule),
+            no_additional_vips: Mutex::default(),
         }
     }
 

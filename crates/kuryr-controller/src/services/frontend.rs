@@ -51,6 +51,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
     let (slices, have_endpoints) = backends(&ctx, &ns, &name, publish);
     let defaults = SpecDefaults {
         subnet_id: Some(ctx.config.service_subnet_id.clone()),
+        secondary_subnet_id: ctx.config.secondary_service_subnet_id.clone(),
         project_id: ctx.project_id.clone(),
         provider: ctx.config.provider.clone(),
         skip_default_kubernetes: !ctx.config.serves_default_kubernetes(),

@@ -79,10 +79,23 @@ pub(crate) async fn lb_harness_with(cloud: &TestCloud, tweak: impl FnOnce(&mut S
             .await
             .unwrap();
     }
+    // Dual-stack: IPv6 twins of the service and pod subnets (only dual-stack Services use them).
+    let v6 = |net: &str, cidr: &str| CreateSubnet {
+        ip_version: 6,
+        ..CreateSubnet::v4(net, cidr)
+    };
+    let svc_subnet6 = subnets::create(c, &v6(&svc_net.id, "fd00:96::/112"), &[])
+        .await
+        .unwrap();
+    let pod_subnet6 = subnets::create(c, &v6(&cloud.network_id, "fd42:18::/64"), &[])
+        .await
+        .unwrap();
     cloud.sim.clear_calls();
 
     let mut config = ServicesConfig::new(&svc_subnet.id);
     config.member_subnet_id = Some(cloud.subnet_id.clone());
+    config.secondary_service_subnet_id = Some(svc_subnet6.id);
+    config.secondary_member_subnet_id = Some(pod_subnet6.id);
     config.external_network_id = Some(ext.id);
     // Every round acts at once: no burst to gather, no poll to wait out (cloudsim is instant).
     config.coalesce = Duration::ZERO;
@@ -434,4 +447,116 @@ async fn a_status_naming_a_gone_load_balancer_adopts_the_tagged_one_instead_of_c
 
     assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
     assert_eq!(klb.status.unwrap().loadbalancer.unwrap().id, live);
+}
+
+#[tokio::test]
+async fn a_dual_stack_service_gets_an_additional_vip_and_members_of_both_families_and_keeps_them() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    let mut svc = service("ClusterIP");
+    let spec = svc.spec.as_mut().unwrap();
+    spec.cluster_ips = Some(vec![CLUSTER_IP.into(), "fd00:96::10".into()]);
+    spec.ip_family_policy = Some("PreferDualStack".into());
+    lb.api.put(&Lb::svc_path(), &svc);
+    let mut v6 = named_slice("web", &["fd42:18::50"]);
+    v6.metadata.name = Some("web-v6".into());
+    v6.address_type = "IPv6".into();
+    lb.slices
+        .apply_watcher_event(&watcher::Event::Apply(named_slice("web", &["10.10.0.50"])));
+    lb.slices.apply_watcher_event(&watcher::Event::Apply(v6));
+    frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
+
+    let klb = lb.until_ready().await;
+    let rec = klb.status.as_ref().unwrap().loadbalancer.clone().unwrap();
+    assert_eq!(rec.ip, CLUSTER_IP);
+    assert_eq!(
+        rec.additional_vips
+            .iter()
+            .map(|v| v.ip.as_str())
+            .collect::<Vec<_>>(),
+        vec!["fd00:96::10"]
+    );
+    let got = octavia_lbs::get(&lb.ctx.cloud, &rec.id).await.unwrap();
+    assert_eq!(got.additional_vips.len(), 1, "{got:?}");
+    let pool = klb.status.as_ref().unwrap().pools[0].id.clone();
+    let mut members: Vec<(String, String)> = kuryr_openstack::octavia::members::list(&lb.ctx.cloud, &pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.address, m.subnet_id.unwrap_or_default()))
+        .collect();
+    members.sort();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert_eq!(
+        members[0].1, cloud.subnet_id,
+        "the IPv4 member on the IPv4 pod subnet: {members:?}"
+    );
+    assert_eq!(
+        Some(members[1].1.clone()),
+        lb.ctx.config.secondary_member_subnet_id,
+        "the IPv6 member on the IPv6 pod subnet: {members:?}"
+    );
+
+    // More rounds (a restart reads the status record): the same load balancer, never replaced.
+    cloud.sim.clear_calls();
+    for _ in 0..3 {
+        let mut k = lb.klb();
+        k.metadata.generation = Some(k.metadata.generation.unwrap_or(1) + 1);
+        lb.api.put(&Lb::klb_path(), &k);
+        lb.round().await;
+    }
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    assert_eq!(cloud.calls("octavia.loadbalancers.delete"), 0);
+    assert_eq!(
+        lb.klb().status.unwrap().loadbalancer.unwrap().id,
+        rec.id,
+        "replaced"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so() {
+    let cloud = TestCloud::start().await;
+    let mut profile = kuryr_cloudsim::Profile::zero();
+    for p in profile.octavia.providers.values_mut() {
+        p.no_additional_vips = true;
+    }
+    cloud.sim.set_profile(profile);
+    let mut lb = lb_harness(&cloud).await;
+    let mut svc = service("ClusterIP");
+    svc.spec.as_mut().unwrap().cluster_ips = Some(vec![CLUSTER_IP.into(), "fd00:96::10".into()]);
+    lb.api.put(&Lb::svc_path(), &svc);
+    lb.slices
+        .apply_watcher_event(&watcher::Event::Apply(named_slice("web", &["10.10.0.50"])));
+    frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
+
+    // The first create is refused (501); the next round creates it with one VIP.
+    let mut refused = false;
+    for _ in 0..6 {
+        let klb = lb.klb();
+        lb.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
+        refused |= loadbalancers::reconcile(Arc::new(klb), lb.ctx.clone())
+            .await
+            .is_err();
+        if lb
+            .klb()
+            .status
+            .is_some_and(|s| is_condition_true(&s.conditions, READY))
+        {
+            break;
+        }
+    }
+    assert!(refused, "the provider's refusal was a failed round");
+    let klb = lb.klb();
+    let rec = klb.status.as_ref().unwrap().loadbalancer.clone().unwrap();
+    assert!(is_condition_true(&klb.status.as_ref().unwrap().conditions, READY));
+    assert_eq!(rec.ip, CLUSTER_IP);
+    assert!(rec.additional_vips.is_empty(), "{rec:?}");
+    assert!(
+        lb.api
+            .event_reasons()
+            .contains(&"DualStackUnsupported".to_owned()),
+        "{:?}",
+        lb.api.event_reasons()
+    );
 }

@@ -51,7 +51,7 @@ fn request(driver: &dyn VifDriver, owner: PortOwner<'_>) -> PortRequest {
     let sgs = set(&["sg-web"]);
     driver.port_request(PortParams {
         owner,
-        subnet: &subnet,
+        subnets: std::slice::from_ref(&subnet),
         project_id: "proj",
         security_groups: &sgs,
         tags: &tags,
@@ -64,7 +64,7 @@ fn nested_vlan_asks_for_an_unbound_kuryr_port_named_after_the_pod() {
     let req = request(&NestedVlan::default(), PortOwner::Pod(&pod));
     assert_eq!(req.name, "ns/web");
     assert_eq!(req.network_id, "net-1");
-    assert_eq!(req.subnet_id, "sub-1");
+    assert_eq!(req.subnet_ids, vec!["sub-1".to_owned()]);
     assert_eq!(req.project_id, "proj");
     assert_eq!(req.device_owner, "compute:kuryr");
     // A port with a device cannot become a subport.
@@ -188,4 +188,48 @@ fn every_creatable_vif_type_has_a_driver() {
         assert_eq!(driver_for(t, &config).map(|d| d.vif_type()), Some(t));
     }
     assert!(driver_for(VifType::NestedDpdk, &config).is_none());
+}
+
+#[test]
+fn a_dual_stack_pod_asks_for_one_address_from_each_subnet_and_gets_both_on_its_vif() {
+    let v4 = mk_subnet();
+    let v6 = Subnet {
+        id: "sub-6".into(),
+        cidr: "fd00:1::/64".into(),
+        gateway_ip: Some("fd00:1::1".into()),
+        ..mk_subnet()
+    };
+    let subnets = [v4, v6];
+    let pod = mk_pod();
+    let tags = set(&[]);
+    let sgs = set(&["sg-web"]);
+    let req = NestedVlan::default().port_request(PortParams {
+        owner: PortOwner::Pod(&pod),
+        subnets: &subnets,
+        project_id: "proj",
+        security_groups: &sgs,
+        tags: &tags,
+    });
+    assert_eq!(req.network_id, "net-1");
+    assert_eq!(req.subnet_ids, vec!["sub-1".to_owned(), "sub-6".to_owned()]);
+    let mut port = mk_port();
+    port.fixed_ips.push(FixedIp {
+        subnet_id: "sub-6".into(),
+        ip_address: "fd00:1::7".into(),
+    });
+    let vif = NestedVlan::default()
+        .vif(&port, &subnets, &vlan_attachment())
+        .unwrap();
+    let got: Vec<(&str, &str, Option<&str>)> = vif
+        .ips
+        .iter()
+        .map(|ip| (ip.address.as_str(), ip.cidr.as_str(), ip.gateway.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("10.1.0.7", "10.1.0.0/24", Some("10.1.0.1")),
+            ("fd00:1::7", "fd00:1::/64", Some("fd00:1::1"))
+        ]
+    );
 }

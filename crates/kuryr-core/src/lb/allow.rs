@@ -32,6 +32,8 @@ pub struct AllowList {
     pub providers: Vec<String>,
     /// The one VIP subnet (`--service-subnet`).
     pub vip_subnet: String,
+    /// The one subnet of additional VIPs (`--secondary-service-subnet`); `None`: no additional VIPs.
+    pub secondary_vip_subnet: Option<String>,
     /// The project load balancers are made in; `None`: the token's (then any spec project is refused).
     pub project: Option<String>,
     /// External networks a `loadBalancerIP` may be on (`--external-network` plus
@@ -103,6 +105,19 @@ pub fn enforce(spec: &KuryrLoadBalancerSpec, allow: &AllowList) -> Enforced {
         }
     }
     out.subnet_id = Some(allow.vip_subnet.clone());
+    let before = out.additional_vips.len();
+    out.additional_vips
+        .retain(|v| allow.secondary_vip_subnet.as_deref() == Some(v.subnet_id.as_str()));
+    if out.additional_vips.len() != before {
+        refused.push(Problem::new(
+            SUBNET_NOT_ALLOWED,
+            format!(
+                "additional VIP subnets other than the secondary service subnet ({}) are not allowed; \
+                 those VIPs are left out",
+                allow.secondary_vip_subnet.as_deref().unwrap_or("none configured")
+            ),
+        ));
+    }
     if let Some(p) = spec.project_id.as_deref() {
         if allow.project.as_deref() != Some(p) {
             refused.push(Problem::new(
@@ -246,11 +261,30 @@ mod tests {
             default_provider: Some("ovn".into()),
             providers: vec!["amphora".into()],
             vip_subnet: "svc-subnet".into(),
+            secondary_vip_subnet: Some("svc-subnet-v6".into()),
             project: Some("p1".into()),
             fip_networks: vec!["public".into()],
             fip_create_network: Some("public".into()),
             fip_cidrs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn additional_vips_only_on_the_secondary_service_subnet() {
+        let vip = |subnet: &str| kuryr_api::loadbalancer::LbAdditionalVip {
+            ip: "fd42:19::10".into(),
+            subnet_id: subnet.into(),
+        };
+        let mut s = spec();
+        s.additional_vips = vec![vip("svc-subnet-v6")];
+        let e = enforce(&s, &allow());
+        assert!(e.refused.is_empty(), "{:?}", e.refused);
+        assert_eq!(e.spec.additional_vips, vec![vip("svc-subnet-v6")]);
+        s.additional_vips = vec![vip("tenant-b-v6")];
+        let e = enforce(&s, &allow());
+        assert!(e.spec.additional_vips.is_empty());
+        assert_eq!(e.refused.len(), 1, "{:?}", e.refused);
+        assert_eq!(e.refused[0].reason, SUBNET_NOT_ALLOWED);
     }
 
     fn spec() -> KuryrLoadBalancerSpec {

@@ -8,7 +8,9 @@ use kuryr_api::loadbalancer::{
 };
 
 use super::endpoints::ready_members;
-use super::model::{DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, Problem};
+use super::model::{
+    AdditionalVip, DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberSubnets, Problem,
+};
 use super::names;
 
 /// Octavia API versions at which features appear (same thresholds as upstream and kuryr-openstack).
@@ -16,6 +18,8 @@ pub const UDP: (u32, u32) = (2, 1);
 pub const ALLOWED_CIDRS: (u32, u32) = (2, 12);
 pub const SAME_PORT_DIFFERENT_PROTOCOL: (u32, u32) = (2, 13);
 pub const SCTP: (u32, u32) = (2, 23);
+/// Octavia `additional_vips` (a second VIP, of the other IP family, for dual-stack Services).
+pub const ADDITIONAL_VIPS: (u32, u32) = (2, 26);
 
 pub const OVN: &str = "ovn";
 
@@ -25,6 +29,8 @@ pub struct OctaviaCaps {
     pub version: (u32, u32),
     /// Effective provider (the spec's, else the cloud's default, e.g. `amphora`).
     pub provider: String,
+    /// The provider refused `additional_vips` before (Octavia answered that it does not support them).
+    pub no_additional_vips: bool,
 }
 
 impl OctaviaCaps {
@@ -50,13 +56,13 @@ fn version(v: (u32, u32)) -> String {
     format!("{}.{}", v.0, v.1)
 }
 
-/// `namespace`/`name`: the Service's. `member_subnet_id`: subnet of the backends (the pod subnet).
+/// `namespace`/`name`: the Service's. `member_subnets`: subnets of the backends (the pod subnets).
 pub fn desired_lb(
     namespace: &str,
     name: &str,
     spec: &KuryrLoadBalancerSpec,
     caps: &OctaviaCaps,
-    member_subnet_id: Option<&str>,
+    member_subnets: &MemberSubnets,
 ) -> (DesiredLb, Vec<Problem>) {
     let mut problems = Vec::new();
     let mut listeners = BTreeMap::new();
@@ -101,6 +107,43 @@ pub fn desired_lb(
                 ));
             }
             None => allowed_cidrs = spec.load_balancer_source_ranges.clone(),
+        }
+    }
+
+    let mut additional_vips: Vec<AdditionalVip> = spec
+        .additional_vips
+        .iter()
+        .map(|v| AdditionalVip {
+            subnet_id: v.subnet_id.clone(),
+            ip_address: v.ip.clone(),
+        })
+        .collect();
+    if !additional_vips.is_empty() {
+        let why = if !caps.at_least(ADDITIONAL_VIPS) {
+            Some(format!(
+                "additional_vips needs Octavia API {} (cloud has {})",
+                version(ADDITIONAL_VIPS),
+                version(caps.version)
+            ))
+        } else if caps.no_additional_vips {
+            Some(format!(
+                "provider {} does not support additional_vips",
+                caps.provider
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let ips: Vec<&str> = additional_vips.iter().map(|v| v.ip_address.as_str()).collect();
+            problems.push(Problem::new(
+                "DualStackUnsupported",
+                format!(
+                    "{why}: served on {} only, not on {}",
+                    spec.ip.as_deref().unwrap_or_default(),
+                    ips.join(", ")
+                ),
+            ));
+            additional_vips.clear();
         }
     }
 
@@ -177,7 +220,7 @@ pub fn desired_lb(
                     lb_algorithm: caps.lb_algorithm().to_owned(),
                     session_persistence: persistence.clone(),
                     members: ready_members(port, &spec.endpoint_slices),
-                    member_subnet_id: member_subnet_id.map(str::to_owned),
+                    member_subnets: member_subnets.clone(),
                     health_monitor,
                 },
             },
@@ -188,6 +231,7 @@ pub fn desired_lb(
             name: names::loadbalancer(namespace, name),
             vip_address: spec.ip.clone(),
             vip_subnet_id: spec.subnet_id.clone(),
+            additional_vips,
             provider: spec.provider.clone(),
             listeners,
             expose,
@@ -271,8 +315,9 @@ mod health_monitor_tests {
         let caps = OctaviaCaps {
             version: (2, 26),
             provider: "amphora".into(),
+            no_additional_vips: false,
         };
-        let (lb, _) = desired_lb("ns", "svc", &spec_with(hm), &caps, None);
+        let (lb, _) = desired_lb("ns", "svc", &spec_with(hm), &caps, &MemberSubnets::default());
         lb.listeners
             .values()
             .next()

@@ -16,14 +16,14 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{DesiredLb, MemberKey};
+use super::model::{DesiredLb, MemberKey, MemberSubnets};
 
 /// What one request can carry, as the controller measures it.
 pub trait Fit {
     /// Whether the fully-populated create of `lb` fits one request.
     fn create_fits(&self, lb: &DesiredLb) -> bool;
     /// How many of `members`, from the front, fit one member batch body.
-    fn members_fitting(&self, members: &[(&MemberKey, &String)], subnet_id: Option<&str>) -> usize;
+    fn members_fitting(&self, members: &[(&MemberKey, &String)], subnets: &MemberSubnets) -> usize;
 }
 
 /// No limit: every body fits.
@@ -34,7 +34,7 @@ impl Fit for Unlimited {
         true
     }
 
-    fn members_fitting(&self, members: &[(&MemberKey, &String)], _: Option<&str>) -> usize {
+    fn members_fitting(&self, members: &[(&MemberKey, &String)], _: &MemberSubnets) -> usize {
         members.len()
     }
 }
@@ -43,13 +43,13 @@ impl Fit for Unlimited {
 /// large to go alone ends the cut: the rest is left out (the client refuses it as too large).
 pub fn batches<'a>(
     members: &[(&'a MemberKey, &'a String)],
-    subnet_id: Option<&str>,
+    subnets: &MemberSubnets,
     fit: &dyn Fit,
 ) -> Vec<BTreeMap<MemberKey, String>> {
     let mut out = Vec::new();
     let mut rest = members;
     while !rest.is_empty() {
-        let n = fit.members_fitting(rest, subnet_id).clamp(1, rest.len());
+        let n = fit.members_fitting(rest, subnets).clamp(1, rest.len());
         out.push(
             rest[..n]
                 .iter()
@@ -123,7 +123,7 @@ pub(crate) mod testing {
             (n > 0 || self.bare_create_fits) && n <= self.create
         }
 
-        fn members_fitting(&self, members: &[(&MemberKey, &String)], _: Option<&str>) -> usize {
+        fn members_fitting(&self, members: &[(&MemberKey, &String)], _: &MemberSubnets) -> usize {
             members.len().min(self.batch)
         }
     }

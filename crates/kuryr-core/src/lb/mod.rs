@@ -46,8 +46,8 @@ pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
 pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
 pub use landing::cleanup_hold;
 pub use model::{
-    DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedHm, ObservedLb,
-    ObservedListener, ObservedPool, Problem,
+    AdditionalVip, DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, MemberSubnets,
+    ObservedHm, ObservedLb, ObservedListener, ObservedPool, Problem,
 };
 pub use plan::{create_op, plan, Op};
 pub use schedule::{RoundStart, Schedule, ScheduleConfig};

@@ -36,11 +36,47 @@ impl PartialOrd for ListenerKey {
 /// A backend: address and port.
 pub type MemberKey = (String, u32);
 
+/// The subnets Octavia members go on, by the IP family of their address: a dual-stack Service's pool holds
+/// members of both families, each declared on its own family's pod subnet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberSubnets {
+    pub v4: Option<String>,
+    pub v6: Option<String>,
+}
+
+impl MemberSubnets {
+    /// One subnet for every member (single-stack).
+    pub fn single(id: Option<&str>) -> Self {
+        Self {
+            v4: id.map(str::to_owned),
+            v6: id.map(str::to_owned),
+        }
+    }
+
+    /// The subnet of a member at `ip`.
+    pub fn for_address(&self, ip: &str) -> Option<&String> {
+        if ip.contains(':') {
+            self.v6.as_ref()
+        } else {
+            self.v4.as_ref()
+        }
+    }
+}
+
+/// A VIP besides the primary one (Octavia `additional_vips`): a dual-stack Service's other clusterIP.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AdditionalVip {
+    pub subnet_id: String,
+    pub ip_address: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DesiredLb {
     pub name: String,
     pub vip_address: Option<String>,
     pub vip_subnet_id: Option<String>,
+    /// Dual-stack: the VIP of the other family; empty for single-stack Services.
+    pub additional_vips: Vec<AdditionalVip>,
     /// `None`: Octavia's default provider.
     pub provider: Option<String>,
     pub listeners: BTreeMap<ListenerKey, DesiredListener>,
@@ -66,8 +102,8 @@ pub struct DesiredPool {
     pub session_persistence: Option<String>,
     /// (address, port) → member name.
     pub members: BTreeMap<MemberKey, String>,
-    /// Subnet of every member (the pod subnet), when configured.
-    pub member_subnet_id: Option<String>,
+    /// Subnets members are declared on (the pod subnets), by IP family.
+    pub member_subnets: MemberSubnets,
     pub health_monitor: Option<DesiredHm>,
 }
 
@@ -89,6 +125,8 @@ pub struct ObservedLb {
     pub provider: String,
     pub vip_address: String,
     pub vip_port_id: String,
+    /// The additional VIPs' addresses, sorted.
+    pub additional_vips: Vec<String>,
     pub listeners: BTreeMap<ListenerKey, ObservedListener>,
     /// Pools attached to no listener (e.g. left by an interrupted listener delete).
     pub orphan_pools: Vec<String>,

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use super::fit::{batches, creatable, Fit};
-use super::model::{DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, ObservedLb};
+use super::model::{
+    DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, MemberSubnets, ObservedLb,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -49,7 +51,7 @@ pub enum Op {
     ReplaceMembers {
         pool_id: String,
         members: BTreeMap<MemberKey, String>,
-        subnet_id: Option<String>,
+        subnets: MemberSubnets,
         /// Members the pool had that the set leaves out: the provider removes them too (the ovn provider
         /// one by one), so they count for the pending allowance.
         removed: usize,
@@ -58,7 +60,7 @@ pub enum Op {
     AddMembers {
         pool_id: String,
         members: BTreeMap<MemberKey, String>,
-        subnet_id: Option<String>,
+        subnets: MemberSubnets,
     },
     DeleteMember {
         pool_id: String,
@@ -145,6 +147,22 @@ pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>, fit: &dyn Fit) -
             }];
         }
     }
+    // Octavia cannot change a load balancer's additional VIPs: a Service that became dual-stack (or single)
+    // gets a new one.
+    let mut want_vips: Vec<&str> = desired
+        .additional_vips
+        .iter()
+        .map(|v| v.ip_address.as_str())
+        .collect();
+    want_vips.sort_unstable();
+    if !obs.vip_address.is_empty() && want_vips != obs.additional_vips {
+        return vec![Op::Recreate {
+            reason: format!(
+                "additional VIPs changed from {:?} to {want_vips:?}",
+                obs.additional_vips
+            ),
+        }];
+    }
     let mut ops = Vec::new();
     // Removals first: they free ports and never depend on anything else.
     for (key, l) in &obs.listeners {
@@ -223,20 +241,20 @@ fn member_ops(
     if same {
         return Vec::new();
     }
-    let subnet = want.member_subnet_id.as_deref();
+    let subnets = &want.member_subnets;
     let all: Vec<(&MemberKey, &String)> = want.members.iter().collect();
     let replace = |members: BTreeMap<MemberKey, String>| Op::ReplaceMembers {
         pool_id: pool_id.to_owned(),
         removed: have.keys().filter(|k| !members.contains_key(*k)).count(),
         members,
-        subnet_id: want.member_subnet_id.clone(),
+        subnets: want.member_subnets.clone(),
     };
     let add = |members| Op::AddMembers {
         pool_id: pool_id.to_owned(),
         members,
-        subnet_id: want.member_subnet_id.clone(),
+        subnets: want.member_subnets.clone(),
     };
-    if fit.members_fitting(&all, subnet) >= all.len() {
+    if fit.members_fitting(&all, subnets) >= all.len() {
         return vec![replace(want.members.clone())];
     }
     let (kept, missing): (Vec<_>, Vec<_>) = all.iter().copied().partition(|(k, _)| have.contains_key(*k));
@@ -245,9 +263,9 @@ fn member_ops(
         .filter(|(k, _)| !want.members.contains_key(*k))
         .map(|(_, id)| id)
         .collect();
-    let adding = batches(&missing, subnet, fit);
+    let adding = batches(&missing, subnets, fit);
     let reset_order: Vec<(&MemberKey, &String)> = kept.into_iter().chain(missing.iter().copied()).collect();
-    let resetting = batches(&reset_order, subnet, fit);
+    let resetting = batches(&reset_order, subnets, fit);
     if adding.len() + stale.len() <= resetting.len() {
         let mut ops: Vec<Op> = adding.into_iter().map(add).collect();
         ops.extend(stale.into_iter().map(|id| Op::DeleteMember {

@@ -4,8 +4,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::annotations;
 use kuryr_api::loadbalancer::{
-    ExternalTrafficPolicy, HealthMonitorType, KuryrLoadBalancerSpec, LbEndpointSlice, LbHealthMonitor,
-    LbPort, ServiceType, SessionAffinity,
+    ExternalTrafficPolicy, HealthMonitorType, KuryrLoadBalancerSpec, LbAdditionalVip, LbEndpointSlice,
+    LbHealthMonitor, LbPort, ServiceType, SessionAffinity,
 };
 
 use super::endpoints::protocol;
@@ -61,6 +61,9 @@ impl Skip {
 pub struct SpecDefaults {
     /// The VIP subnet (the cluster's service subnet).
     pub subnet_id: Option<String>,
+    /// Dual-stack: the service subnet of the other IP family (on the same network), for the Service's
+    /// second clusterIP.
+    pub secondary_subnet_id: Option<String>,
     pub project_id: Option<String>,
     /// Octavia provider when the Service names none.
     pub provider: Option<String>,
@@ -94,6 +97,33 @@ pub fn service_spec(
         Some(ip) => ip.to_owned(),
     };
     let mut problems = Vec::new();
+    let others: Vec<String> = spec
+        .cluster_ips
+        .iter()
+        .flatten()
+        .filter(|c| **c != ip && !c.is_empty() && *c != "None")
+        .cloned()
+        .collect();
+    let additional_vips = match &defaults.secondary_subnet_id {
+        Some(subnet) => others
+            .into_iter()
+            .map(|ip| LbAdditionalVip {
+                ip,
+                subnet_id: subnet.clone(),
+            })
+            .collect(),
+        None if !others.is_empty() => {
+            problems.push(Problem::new(
+                "DualStackUnsupported",
+                format!(
+                    "no secondary service subnet is configured: served on {ip} only, not on {}",
+                    others.join(", ")
+                ),
+            ));
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     let mut ports = Vec::new();
     for p in spec.ports.iter().flatten() {
         let Some(proto) = protocol(p.protocol.as_deref()) else {
@@ -190,6 +220,7 @@ pub fn service_spec(
             project_id: defaults.project_id.clone(),
             security_groups_ids: Vec::new(),
             subnet_id: defaults.subnet_id.clone(),
+            additional_vips,
             service_type: Some(service_type),
             provider,
             timeout_client_data,

@@ -94,6 +94,7 @@ fn caps(provider: &str, v: (u32, u32)) -> OctaviaCaps {
     OctaviaCaps {
         version: v,
         provider: provider.into(),
+        no_additional_vips: false,
     }
 }
 
@@ -103,6 +104,7 @@ fn defaults() -> SpecDefaults {
         project_id: Some("p".into()),
         provider: None,
         skip_default_kubernetes: false,
+        secondary_subnet_id: None,
     }
 }
 
@@ -152,7 +154,13 @@ fn a_two_port_service_becomes_two_listeners_with_ready_members_at_the_target_por
     let spec = two_port_spec();
     assert_eq!(spec.ip.as_deref(), Some("198.19.0.10"));
     assert_eq!(spec.service_type, Some(ServiceType::ClusterIp));
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), Some("pods"));
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 30)),
+        &MemberSubnets::single(Some("pods")),
+    );
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(lb.name, "ns/web");
     assert_eq!(lb.listeners.len(), 2);
@@ -181,7 +189,13 @@ fn publish_not_ready_addresses_counts_every_address() {
     let slices = endpoints::from_slices(&ep, true);
     let s = svc("ns", "web", &[("", 80, "TCP", 8080)]);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
-    let (lb, _) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert_eq!(lb.listeners.values().next().unwrap().pool.members.len(), 2);
 }
 
@@ -218,7 +232,13 @@ fn endpoint_slices_v1_keep_readiness_and_skip_fqdn() {
     assert_eq!(pool_members(out.clone()), vec![("10.0.0.1".to_owned(), 8080)]);
     let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
     let spec = service_spec(&s, out, &defaults()).unwrap().0;
-    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 30)),
+        &MemberSubnets::default(),
+    );
     // Manual endpoints (no targetRef) are named by address.
     assert_eq!(
         lb.listeners.values().next().unwrap().pool.members[&("10.0.0.1".to_owned(), 8080)],
@@ -239,13 +259,25 @@ fn old_octavia_serves_the_ports_it_can_and_names_the_rest() {
         ],
     );
     let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
-    let (lb, problems) = desired_lb("ns", "mix", &spec, &caps("amphora", (2, 12)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "mix",
+        &spec,
+        &caps("amphora", (2, 12)),
+        &MemberSubnets::default(),
+    );
     let keys: Vec<_> = lb.listeners.keys().map(|k| (k.protocol, k.port)).collect();
     assert_eq!(keys, vec![(LbProtocol::Tcp, 53), (LbProtocol::Tcp, 80)]);
     let reasons: Vec<_> = problems.iter().map(|p| p.reason).collect();
     assert_eq!(reasons, vec!["MixedProtocolUnsupported", "SctpUnsupported"]);
     // A current Octavia takes them all.
-    let (lb, problems) = desired_lb("ns", "mix", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "mix",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert_eq!(lb.listeners.len(), 4);
     assert!(problems.is_empty());
 }
@@ -256,11 +288,23 @@ fn session_affinity_is_source_ip_persistence_on_amphora_and_an_event_on_ovn() {
     s.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
     let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
     assert_eq!(spec.session_affinity, Some(SessionAffinity::ClientIp));
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert!(problems.is_empty());
     let pool = &lb.listeners.values().next().unwrap().pool;
     assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
     let pool = &lb.listeners.values().next().unwrap().pool;
     assert_eq!(pool.session_persistence, None);
@@ -276,16 +320,34 @@ fn source_ranges_become_allowed_cidrs_or_keep_the_service_internal() {
     sp.load_balancer_ip = Some("203.0.113.50".into());
     let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
     assert_eq!(spec.lb_ip.as_deref(), Some("203.0.113.50"));
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert!(problems.is_empty() && lb.expose);
     assert_eq!(
         lb.listeners.values().next().unwrap().allowed_cidrs,
         vec!["203.0.113.0/24"]
     );
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert!(!lb.expose, "fails closed: no floating IP");
     assert_eq!(problems[0].reason, "SourceRangesUnsupported");
-    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 11)), None);
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 11)),
+        &MemberSubnets::default(),
+    );
     assert!(!lb.expose);
 }
 
@@ -304,7 +366,13 @@ fn annotations_set_timeouts_provider_and_health_monitors_and_bad_ones_are_report
     assert_eq!(spec.provider.as_deref(), Some("ovn"));
     assert_eq!(problems.len(), 1);
     assert!(problems[0].message.contains(annotations::TIMEOUT_MEMBER_DATA));
-    let (lb, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert!(problems.is_empty(), "{problems:?}");
     let kinds: Vec<_> = lb
         .listeners
@@ -322,7 +390,13 @@ fn annotations_set_timeouts_provider_and_health_monitors_and_bad_ones_are_report
         r#"{"type":"HTTP","delaySeconds":2}"#.into(),
     );
     let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
-    let (_, problems) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (_, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert_eq!(problems[0].reason, "HealthMonitorUnsupported");
     assert!(service::parse_health_monitor(r#"{"type":"TCP","delaySeconds":1,"timeoutSeconds":5}"#).is_err());
     assert!(service::parse_health_monitor("maybe").is_err());
@@ -348,6 +422,7 @@ fn observed_from(lb: &DesiredLb) -> ObservedLb {
         provider: "amphora".into(),
         vip_address: lb.vip_address.clone().unwrap_or_default(),
         vip_port_id: "vip".into(),
+        additional_vips: lb.additional_vips.iter().map(|v| v.ip_address.clone()).collect(),
         listeners: lb
             .listeners
             .iter()
@@ -387,7 +462,13 @@ fn observed_from(lb: &DesiredLb) -> ObservedLb {
 #[test]
 fn a_new_service_is_one_create_and_a_settled_one_needs_nothing() {
     let spec = two_port_spec();
-    let (lb, _) = desired_lb("ns", "web", &spec, &caps("amphora", (2, 30)), None);
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("amphora", (2, 30)),
+        &MemberSubnets::default(),
+    );
     let ops = plan(&lb, None, &Unlimited);
     assert_eq!(ops.len(), 1);
     assert!(matches!(ops[0], Op::CreateLoadBalancer(_)));
@@ -397,7 +478,13 @@ fn a_new_service_is_one_create_and_a_settled_one_needs_nothing() {
 fn pool_members(slices: Vec<kuryr_api::loadbalancer::LbEndpointSlice>) -> Vec<(String, u32)> {
     let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
-    let (lb, _) = desired_lb("ns", "web", &spec, &caps("ovn", (2, 30)), None);
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     lb.listeners
         .values()
         .next()
@@ -458,7 +545,7 @@ fn terminating_endpoints_that_still_serve_are_members_only_while_no_endpoint_is_
 fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let spec = two_port_spec();
     let c = caps("amphora", (2, 30));
-    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, &MemberSubnets::default());
     let obs = observed_from(&lb);
     // Scale 3 -> 20: both pools change, one replace each, with the whole new set.
     let ips: Vec<String> = (1..=20).map(|i| format!("10.0.0.{i}")).collect();
@@ -466,7 +553,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let ep = endpoints(&refs, &[], &[("http", 8080, "TCP"), ("dns", 5353, "UDP")]);
     let mut spec20 = spec.clone();
     spec20.endpoint_slices = endpoints::from_slices(&ep, false);
-    let (lb20, _) = desired_lb("ns", "web", &spec20, &c, None);
+    let (lb20, _) = desired_lb("ns", "web", &spec20, &c, &MemberSubnets::default());
     let ops = plan(&lb20, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 2, "{ops:?}");
     for op in &ops {
@@ -493,7 +580,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
             address_type: None,
         });
     only_http.endpoint_slices[0].endpoints.truncate(1);
-    let (lb1, _) = desired_lb("ns", "web", &only_http, &c, None);
+    let (lb1, _) = desired_lb("ns", "web", &only_http, &c, &MemberSubnets::default());
     let ops = plan(&lb1, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 1, "{ops:?}");
     assert!(matches!(&ops[0], Op::ReplaceMembers { pool_id, .. } if pool_id == "p80"));
@@ -503,12 +590,12 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
 fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     let spec = two_port_spec();
     let c = caps("amphora", (2, 30));
-    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, &MemberSubnets::default());
     let mut obs = observed_from(&lb);
     // Timeout annotation changed.
     let mut t = spec.clone();
     t.timeout_client_data = Some(90000);
-    let (lbt, _) = desired_lb("ns", "web", &t, &c, None);
+    let (lbt, _) = desired_lb("ns", "web", &t, &c, &MemberSubnets::default());
     let ops = plan(&lbt, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 2);
     assert!(ops.iter().all(|o| matches!(
@@ -521,7 +608,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     // A port removed from the Service: its pool, then its listener, go.
     let mut one = spec.clone();
     one.ports.retain(|p| p.port == 80);
-    let (lb1, _) = desired_lb("ns", "web", &one, &c, None);
+    let (lb1, _) = desired_lb("ns", "web", &one, &c, &MemberSubnets::default());
     let ops = plan(&lb1, Some(&obs), &Unlimited);
     assert_eq!(
         ops,
@@ -545,7 +632,7 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     // Session persistence switched on: a pool update. Provider changed: recreate.
     let mut sa = spec.clone();
     sa.session_affinity = Some(SessionAffinity::ClientIp);
-    let (lbs, _) = desired_lb("ns", "web", &sa, &c, None);
+    let (lbs, _) = desired_lb("ns", "web", &sa, &c, &MemberSubnets::default());
     let ops = plan(&lbs, Some(&observed_from(&lb)), &Unlimited);
     assert!(ops.iter().all(|o| matches!(
         o,
@@ -556,7 +643,13 @@ fn listener_and_pool_changes_are_diffs_and_lost_objects_are_rebuilt() {
     )));
     let mut ovn = spec;
     ovn.provider = Some("ovn".into());
-    let (lbo, _) = desired_lb("ns", "web", &ovn, &caps("ovn", (2, 30)), None);
+    let (lbo, _) = desired_lb(
+        "ns",
+        "web",
+        &ovn,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
     assert!(matches!(
         &plan(&lbo, Some(&observed_from(&lb)), &Unlimited)[..],
         [Op::Recreate { .. }]
@@ -568,10 +661,10 @@ fn health_monitor_changes_are_delete_then_create() {
     let mut spec = two_port_spec();
     spec.health_monitor = service::parse_health_monitor("tcp").unwrap();
     let c = caps("amphora", (2, 30));
-    let (lb, _) = desired_lb("ns", "web", &spec, &c, None);
+    let (lb, _) = desired_lb("ns", "web", &spec, &c, &MemberSubnets::default());
     let obs = observed_from(&lb);
     spec.health_monitor.as_mut().unwrap().delay_seconds = Some(9);
-    let (changed, _) = desired_lb("ns", "web", &spec, &c, None);
+    let (changed, _) = desired_lb("ns", "web", &spec, &c, &MemberSubnets::default());
     let ops = plan(&changed, Some(&obs), &Unlimited);
     assert!(
         ops.iter().all(|o| matches!(o, Op::DeleteHealthMonitor { .. })),
@@ -631,7 +724,7 @@ fn default_kubernetes_gets_the_api_servers_as_members() {
         "kubernetes",
         &spec,
         &caps("ovn", (2, 30)),
-        Some("nodes"),
+        &MemberSubnets::single(Some("nodes")),
     );
     assert!(problems.is_empty(), "{problems:?}");
     let l = lb.listeners.values().next().unwrap();
@@ -643,7 +736,7 @@ fn default_kubernetes_gets_the_api_servers_as_members() {
             ("192.168.10.5".to_string(), 6443)
         ]
     );
-    assert_eq!(l.pool.member_subnet_id.as_deref(), Some("nodes"));
+    assert_eq!(l.pool.member_subnets, MemberSubnets::single(Some("nodes")));
 }
 
 /// One http port with the given member IPs (10.1.x.y).
@@ -655,7 +748,14 @@ fn sized_lb(n: usize) -> DesiredLb {
     let s = svc("ns", "big", &[("http", 80, "TCP", 8080)]);
     let slices = endpoints::from_slices(&endpoints(&refs, &[], &[("http", 8080, "TCP")]), false);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
-    desired_lb("ns", "big", &spec, &caps("ovn", (2, 30)), None).0
+    desired_lb(
+        "ns",
+        "big",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    )
+    .0
 }
 
 fn member_count(lb: &DesiredLb) -> usize {
@@ -847,4 +947,120 @@ fn a_write_counts_every_object_the_provider_makes_for_the_pending_allowance() {
         vec![5],
         "{ops:?}"
     );
+}
+
+fn dual_stack_svc() -> Service {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    let spec = s.spec.as_mut().unwrap();
+    spec.cluster_ips = Some(vec!["198.19.0.10".into(), "fd42:19::10".into()]);
+    spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+    spec.ip_family_policy = Some("PreferDualStack".into());
+    s
+}
+
+#[test]
+fn a_dual_stack_service_gets_its_second_cluster_ip_as_an_additional_vip_on_the_secondary_subnet() {
+    let dual = SpecDefaults {
+        secondary_subnet_id: Some("svc-subnet-v6".into()),
+        ..defaults()
+    };
+    let (spec, problems) = service_spec(&dual_stack_svc(), vec![], &dual).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(spec.ip.as_deref(), Some("198.19.0.10"));
+    assert_eq!(
+        spec.additional_vips,
+        vec![kuryr_api::loadbalancer::LbAdditionalVip {
+            ip: "fd42:19::10".into(),
+            subnet_id: "svc-subnet-v6".into()
+        }]
+    );
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        lb.additional_vips,
+        vec![AdditionalVip {
+            subnet_id: "svc-subnet-v6".into(),
+            ip_address: "fd42:19::10".into()
+        }]
+    );
+
+    // Without a secondary service subnet: served on the first family, and told.
+    let (spec, problems) = service_spec(&dual_stack_svc(), vec![], &defaults()).unwrap();
+    assert!(spec.additional_vips.is_empty());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].reason, "DualStackUnsupported");
+    assert!(problems[0].message.contains("fd42:19::10"), "{problems:?}");
+}
+
+#[test]
+fn additional_vips_need_octavia_2_26_and_a_provider_that_has_them() {
+    let dual = SpecDefaults {
+        secondary_subnet_id: Some("svc-subnet-v6".into()),
+        ..defaults()
+    };
+    let (spec, _) = service_spec(&dual_stack_svc(), vec![], &dual).unwrap();
+    let (lb, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 25)),
+        &MemberSubnets::default(),
+    );
+    assert!(lb.additional_vips.is_empty());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].reason, "DualStackUnsupported");
+    assert!(problems[0].message.contains("2.26"), "{problems:?}");
+    let refused = OctaviaCaps {
+        no_additional_vips: true,
+        ..caps("amphora", (2, 30))
+    };
+    let (lb, problems) = desired_lb("ns", "web", &spec, &refused, &MemberSubnets::default());
+    assert!(lb.additional_vips.is_empty());
+    assert!(problems[0].message.contains("provider amphora"), "{problems:?}");
+}
+
+#[test]
+fn a_load_balancer_whose_additional_vips_differ_is_recreated_and_one_that_matches_is_kept() {
+    let dual = SpecDefaults {
+        secondary_subnet_id: Some("svc-subnet-v6".into()),
+        ..defaults()
+    };
+    let (spec, _) = service_spec(&dual_stack_svc(), vec![], &dual).unwrap();
+    let (lb, _) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
+    let same = observed_from(&lb);
+    assert!(plan(&lb, Some(&same), &Unlimited).is_empty());
+    let mut single = same.clone();
+    single.additional_vips.clear();
+    let ops = plan(&lb, Some(&single), &Unlimited);
+    assert!(
+        matches!(&ops[..], [Op::Recreate { reason }] if reason.contains("additional VIPs")),
+        "{ops:?}"
+    );
+}
+
+#[test]
+fn members_are_declared_on_the_pod_subnet_of_their_family() {
+    let subnets = MemberSubnets {
+        v4: Some("pods".into()),
+        v6: Some("pods-v6".into()),
+    };
+    assert_eq!(subnets.for_address("10.0.0.5").map(String::as_str), Some("pods"));
+    assert_eq!(
+        subnets.for_address("fd42:18::5").map(String::as_str),
+        Some("pods-v6")
+    );
+    let one = MemberSubnets::single(Some("pods"));
+    assert_eq!(one.for_address("fd42:18::5").map(String::as_str), Some("pods"));
 }

@@ -26,6 +26,8 @@ pub struct LoadBalancer {
     pub vip_port_id: String,
     pub vip_subnet_id: String,
     pub vip_network_id: String,
+    /// VIPs besides the first (API 2.26): dual-stack load balancers have one of the other IP family.
+    pub additional_vips: Vec<AdditionalVip>,
     pub provisioning_status: String,
     pub operating_status: String,
     pub admin_state_up: bool,
@@ -34,6 +36,15 @@ pub struct LoadBalancer {
     pub tags: Vec<String>,
     /// ISO 8601; empty where the server does not say (the garbage collector's age).
     pub created_at: String,
+}
+
+/// One of a load balancer's `additional_vips`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct AdditionalVip {
+    pub subnet_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ip_address: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -50,6 +61,9 @@ pub struct CreateLoadBalancer {
     pub vip_address: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vip_port_id: Option<String>,
+    /// More VIPs on other subnets of the VIP's network (API 2.26; left out when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub additional_vips: Vec<AdditionalVip>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -77,6 +77,9 @@ pub struct Facts {
     /// The configured cloud objects (`None`: not given).
     pub pod_subnet: Option<Configured<SubnetFacts>>,
     pub service_subnet: Option<Configured<SubnetFacts>>,
+    /// Dual-stack: `--secondary-pod-subnet`, `--secondary-service-subnet`.
+    pub secondary_pod_subnet: Option<Configured<SubnetFacts>>,
+    pub secondary_service_subnet: Option<Configured<SubnetFacts>>,
     pub external_network: Option<Configured<NetworkFacts>>,
     /// `--additional-subnets` (pods' extra interfaces).
     pub additional_subnets: Vec<Configured<SubnetFacts>>,
@@ -131,6 +134,8 @@ impl Default for Facts {
             nodes: None,
             pod_subnet: None,
             service_subnet: None,
+            secondary_pod_subnet: None,
+            secondary_service_subnet: None,
             external_network: None,
             additional_subnets: Vec::new(),
         }
@@ -339,6 +344,7 @@ pub fn evaluate(f: &Facts) -> Vec<Check> {
         "not given (--pod-subnet, or pod_subnet in --config): the controller needs one",
         subnet_line,
     ));
+    out.extend(dual_stack(f));
     for extra in &f.additional_subnets {
         out.push(configured(
             &format!("additional subnet {}", extra.id),
@@ -698,6 +704,88 @@ fn api_name(a: Api) -> &'static str {
         Api::Neutron => "neutron",
         Api::Octavia => "octavia",
     }
+}
+
+/// The family of a CIDR: `6` when it has a colon.
+fn family(cidr: &str) -> u8 {
+    if cidr.contains(':') {
+        6
+    } else {
+        4
+    }
+}
+
+/// Dual-stack lines, when a secondary subnet is given: it exists, is on its primary's network and of the other
+/// family; for Services, Octavia has additional VIPs (API 2.26).
+fn dual_stack(f: &Facts) -> Vec<Check> {
+    let mut out = Vec::new();
+    for (what, secondary, primary) in [
+        ("secondary pod subnet", &f.secondary_pod_subnet, &f.pod_subnet),
+        (
+            "secondary service subnet",
+            &f.secondary_service_subnet,
+            &f.service_subnet,
+        ),
+    ] {
+        let Some(sec) = secondary else { continue };
+        let first = primary
+            .as_ref()
+            .and_then(|p| p.found.as_ref().ok().cloned().flatten());
+        out.push(configured(what, "subnet", &Some(sec.clone()), "", |id, s: &SubnetFacts| {
+            match &first {
+                None => (
+                    Outcome::Warn,
+                    format!("{id} ({}): its primary subnet is not known, pairing not checked", s.cidr),
+                ),
+                Some(p) if p.network_id != s.network_id => (
+                    Outcome::Fail,
+                    format!(
+                        "{id} ({}) is on network {}, its primary subnet on {}: both must be on one network",
+                        s.cidr, s.network_id, p.network_id
+                    ),
+                ),
+                Some(p) if family(&p.cidr) == family(&s.cidr) => (
+                    Outcome::Fail,
+                    format!(
+                        "{id} ({}) is IPv{} like its primary subnet ({}): dual-stack needs one of each family",
+                        s.cidr,
+                        family(&s.cidr),
+                        p.cidr
+                    ),
+                ),
+                Some(p) => (
+                    Outcome::Pass,
+                    format!("{id} ({}) pairs with {} on network {}", s.cidr, p.cidr, s.network_id),
+                ),
+            }
+        }));
+    }
+    if f.secondary_service_subnet.is_some() {
+        out.push(match &f.octavia_version {
+            Ok(v) if *v >= kuryr_core::lb::desired::ADDITIONAL_VIPS => check(
+                "octavia additional VIPs",
+                Outcome::Pass,
+                format!(
+                    "API {}.{}: dual-stack Services get a VIP of each family",
+                    v.0, v.1
+                ),
+            ),
+            Ok(v) => check(
+                "octavia additional VIPs",
+                Outcome::Warn,
+                format!(
+                    "API {}.{} < 2.26: dual-stack Services are served on their first family only",
+                    v.0, v.1
+                ),
+            ),
+            Err(e) => check(
+                "octavia additional VIPs",
+                Outcome::Warn,
+                format!("Octavia version unknown ({e})"),
+            ),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1139,6 +1227,49 @@ mod tests {
         );
         // Enough for this cluster, but under the documented 250: a warning, not a failure.
         assert_eq!(m["quota neutron network"], Outcome::Warn);
+    }
+
+    #[test]
+    fn a_secondary_subnet_must_pair_with_its_primary_and_services_need_additional_vips() {
+        let given = |id: &str, s: SubnetFacts| {
+            Some(Configured {
+                id: id.into(),
+                from: "--x".into(),
+                found: Ok(Some(s)),
+            })
+        };
+        let mut f = good();
+        f.pod_subnet = given("pods", subnet("10.1.0.0/24"));
+        f.secondary_pod_subnet = given("pods6", subnet("fd42:18::/64"));
+        f.service_subnet = given("svc", subnet("10.2.0.0/24"));
+        f.secondary_service_subnet = given("svc4", subnet("10.3.0.0/24"));
+        f.octavia_version = Ok((2, 25));
+        let c = evaluate(&f);
+        let m = by_name(&c);
+        assert_eq!(m["secondary pod subnet"], Outcome::Pass);
+        assert_eq!(m["secondary service subnet"], Outcome::Fail);
+        assert!(line(&c, "secondary service subnet")
+            .detail
+            .contains("one of each family"));
+        assert_eq!(m["octavia additional VIPs"], Outcome::Warn);
+        f.secondary_pod_subnet = given(
+            "elsewhere",
+            SubnetFacts {
+                cidr: "fd42:18::/64".into(),
+                network_id: "net-2".into(),
+            },
+        );
+        f.octavia_version = Ok((2, 30));
+        let c = evaluate(&f);
+        let m = by_name(&c);
+        assert_eq!(m["secondary pod subnet"], Outcome::Fail);
+        assert!(line(&c, "secondary pod subnet").detail.contains("one network"));
+        assert_eq!(m["octavia additional VIPs"], Outcome::Pass);
+        // Not given: no line at all.
+        f.secondary_pod_subnet = None;
+        f.secondary_service_subnet = None;
+        let m = by_name(&evaluate(&f));
+        assert!(!m.contains_key("secondary pod subnet") && !m.contains_key("octavia additional VIPs"));
     }
 
     #[test]

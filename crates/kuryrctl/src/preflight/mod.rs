@@ -168,6 +168,12 @@ pub async fn gather(
     if let Some(g) = &settings.service_subnet {
         f.service_subnet = Some(lookups::subnet(cloud, g).await);
     }
+    if let Some(g) = &settings.secondary_pod_subnet {
+        f.secondary_pod_subnet = Some(lookups::subnet(cloud, g).await);
+    }
+    if let Some(g) = &settings.secondary_service_subnet {
+        f.secondary_service_subnet = Some(lookups::subnet(cloud, g).await);
+    }
     if let Some(g) = &settings.external_network {
         f.external_network = Some(lookups::network(cloud, g).await);
     }

@@ -23,6 +23,8 @@ pub struct Settings {
     pub vif_driver: VifType,
     pub pod_subnet: Option<Given>,
     pub service_subnet: Option<Given>,
+    pub secondary_pod_subnet: Option<Given>,
+    pub secondary_service_subnet: Option<Given>,
     pub external_network: Option<Given>,
     /// `--namespace-projects` (or the file's list).
     pub namespace_projects: Vec<String>,
@@ -36,6 +38,8 @@ pub struct FileSettings {
     pub vif_driver: Option<VifDriverArg>,
     pub pod_subnet: Option<String>,
     pub service_subnet: Option<String>,
+    pub secondary_pod_subnet: Option<String>,
+    pub secondary_service_subnet: Option<String>,
     pub external_network: Option<String>,
     pub namespace_projects: Option<Vec<String>>,
     pub additional_subnets: Option<Vec<String>>,
@@ -84,6 +88,16 @@ pub fn resolve(a: &PreflightArgs) -> Result<Settings, SettingsError> {
             .into(),
         pod_subnet: pick(&a.pod_subnet, "pod-subnet", file.pod_subnet),
         service_subnet: pick(&a.service_subnet, "service-subnet", file.service_subnet),
+        secondary_pod_subnet: pick(
+            &a.secondary_pod_subnet,
+            "secondary-pod-subnet",
+            file.secondary_pod_subnet,
+        ),
+        secondary_service_subnet: pick(
+            &a.secondary_service_subnet,
+            "secondary-service-subnet",
+            file.secondary_service_subnet,
+        ),
         external_network: pick(&a.external_network, "external-network", file.external_network),
         namespace_projects: pick_list(
             &a.namespace_projects,
@@ -162,6 +176,8 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
             "vif_driver"
                 | "pod_subnet"
                 | "service_subnet"
+                | "secondary_pod_subnet"
+                | "secondary_service_subnet"
                 | "external_network"
                 | "namespace_projects"
                 | "additional_subnets"
@@ -209,6 +225,8 @@ pub fn parse(path: &str, text: &str) -> Result<FileSettings, SettingsError> {
             }
             "pod_subnet" => out.pod_subnet = Some(value),
             "service_subnet" => out.service_subnet = Some(value),
+            "secondary_pod_subnet" => out.secondary_pod_subnet = Some(value),
+            "secondary_service_subnet" => out.secondary_service_subnet = Some(value),
             "external_network" => out.external_network = Some(value),
             _ => {}
         }
@@ -237,7 +255,8 @@ mod tests {
         let f = parse(
             "kuryr.yaml",
             "cluster_id: c1\npod_subnet: s-pod\nservice-subnet: s-svc\nexternal_network: 1234\n\
-             vif_driver: nested-macvlan\nleader_elect: true\npod_security_groups: [a, b]\n",
+             vif_driver: nested-macvlan\nleader_elect: true\npod_security_groups: [a, b]\n\
+             secondary_pod_subnet: s-pod6\nsecondary-service-subnet: s-svc6\n",
         )
         .unwrap();
         assert_eq!(
@@ -246,6 +265,8 @@ mod tests {
                 vif_driver: Some(VifDriverArg::NestedMacvlan),
                 pod_subnet: Some("s-pod".into()),
                 service_subnet: Some("s-svc".into()),
+                secondary_pod_subnet: Some("s-pod6".into()),
+                secondary_service_subnet: Some("s-svc6".into()),
                 external_network: Some("1234".into()),
                 namespace_projects: None,
                 additional_subnets: None,

@@ -774,6 +774,140 @@ pub async fn lb_same_port_tcp_and_udp(x: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Dual-stack: a network with an IPv4 and an IPv6 subnet (no address mode); a port asking for both gets an
+/// address of each; a load balancer with an additional VIP on the IPv6 subnet (API 2.26) has both addresses
+/// on its VIP port and serves members of both families; an additional VIP on another network is refused.
+pub async fn dual_stack_port_and_lb(x: Ctx) -> anyhow::Result<()> {
+    let (b, c) = (&x.b, &x.c);
+    let cloud = &b.cloud;
+    let net = networks::create(cloud, &networks::CreateNetwork::named(b.name("dual")), &[]).await?;
+    c.push(Item::Network(net.id.clone()));
+    let (o1, o2) = (uniq_octet(), uniq_octet());
+    let v4 = subnets::create(
+        cloud,
+        &CreateSubnet::v4(&net.id, format!("10.{o1}.{o2}.0/24")),
+        &[],
+    )
+    .await?;
+    c.push(Item::Subnet(v4.id.clone()));
+    let cidr6 = format!("fd42:{o1:x}:{o2:x}::/64");
+    let req6 = CreateSubnet {
+        ip_version: 6,
+        ..CreateSubnet::v4(&net.id, &cidr6)
+    };
+    let v6 = subnets::create(cloud, &req6, &[]).await?;
+    c.push(Item::Subnet(v6.id.clone()));
+    ensure!(v6.cidr == cidr6 && v6.ip_version == 6, "{v6:?}");
+
+    let mut both = CreatePort::on_network(&net.id);
+    both.fixed_ips = [&v4.id, &v6.id]
+        .iter()
+        .map(|s| ports::FixedIpRequest {
+            subnet_id: Some((*s).clone()),
+            ip_address: None,
+        })
+        .collect();
+    let port = ports::create(cloud, &both).await?;
+    c.push(Item::Port(port.id.clone()));
+    let by_subnet: BTreeSet<(String, bool)> = port
+        .fixed_ips
+        .iter()
+        .map(|f| (f.subnet_id.clone(), f.ip_address.contains(':')))
+        .collect();
+    ensure!(
+        by_subnet == BTreeSet::from([(v4.id.clone(), false), (v6.id.clone(), true)]),
+        "{:?}",
+        port.fixed_ips
+    );
+    // A port asking for the IPv4 subnet only stays single-stack (no SLAAC: nothing added behind its back).
+    let single = ports::create(cloud, &CreatePort::on_subnet(&net.id, &v4.id)).await?;
+    c.push(Item::Port(single.id.clone()));
+    ensure!(single.fixed_ips.len() == 1, "{:?}", single.fixed_ips);
+
+    let f = cloud.octavia_features().await?.clone();
+    if f.version < (2, 26) {
+        eprintln!(
+            "skipped the load balancer part: Octavia {:?} has no additional_vips (2.26)",
+            f.version
+        );
+        return Ok(());
+    }
+    let six = port
+        .fixed_ips
+        .iter()
+        .find(|f| f.ip_address.contains(':'))
+        .map(|f| f.ip_address.clone())
+        .context("no IPv6 address")?;
+    let four = port.ip().context("no IPv4 address")?.to_owned();
+    let mut pool = CreatePool::new(b.name("dual-pool"), "TCP", algorithm("ovn"));
+    pool.members = vec![
+        CreateMember::new(four, 80).on_subnet(&v4.id),
+        CreateMember::new(six, 80).on_subnet(&v6.id),
+    ];
+    let req = CreateLoadBalancer {
+        name: b.name("dual-lb"),
+        vip_subnet_id: Some(v4.id.clone()),
+        additional_vips: vec![loadbalancers::AdditionalVip {
+            subnet_id: v6.id.clone(),
+            ip_address: String::new(),
+        }],
+        provider: Some("ovn".into()),
+        listeners: vec![CreateListener::new(b.name("dual-l"), "TCP", 80).with_pool(pool)],
+        ..CreateLoadBalancer::default()
+    };
+    let lb = loadbalancers::create(cloud, &req).await?;
+    c.push(Item::LoadBalancer(lb.id.clone()));
+    let tree = waiter::wait_lb_active(cloud, &lb.id, &b.wait()).await?;
+    let got = loadbalancers::get(cloud, &lb.id).await?;
+    ensure!(
+        got.additional_vips.len() == 1
+            && got.additional_vips[0].subnet_id == v6.id
+            && got.additional_vips[0]
+                .ip_address
+                .starts_with(&format!("fd42:{o1:x}:{o2:x}:")),
+        "{got:?}"
+    );
+    // Amphora puts the additional VIP on the VIP port, the ovn provider on a port of its own: both are
+    // ports of device `lb-<id>`.
+    let vip_ports = ports::list(cloud, Filter::new().eq("device_id", format!("lb-{}", lb.id))).await?;
+    let vip_subnets: BTreeSet<&str> = vip_ports
+        .iter()
+        .flat_map(|p| p.fixed_ips.iter().map(|f| f.subnet_id.as_str()))
+        .collect();
+    ensure!(
+        vip_subnets == BTreeSet::from([v4.id.as_str(), v6.id.as_str()]),
+        "VIP ports {vip_ports:?}"
+    );
+    let members_in_tree = tree
+        .loadbalancer
+        .listeners
+        .first()
+        .and_then(|l| l.pools.first())
+        .map(|p| p.members.len());
+    ensure!(members_in_tree == Some(2), "{tree:?}");
+
+    // An additional VIP on a subnet of another network: refused, nothing made.
+    let other = b.service_subnet_id.clone();
+    let bad = CreateLoadBalancer {
+        name: b.name("dual-bad"),
+        vip_subnet_id: Some(v4.id.clone()),
+        additional_vips: vec![loadbalancers::AdditionalVip {
+            subnet_id: other,
+            ip_address: String::new(),
+        }],
+        provider: Some("ovn".into()),
+        ..CreateLoadBalancer::default()
+    };
+    match loadbalancers::create(cloud, &bad).await {
+        Ok(lb) => {
+            c.push(Item::LoadBalancer(lb.id.clone()));
+            bail!("an additional VIP on another network was accepted: {lb:?}");
+        }
+        Err(e) => ensure!(e.status() == Some(400), "{e}"),
+    }
+    Ok(())
+}
+
 // === Errors ===
 
 /// 404 on read is NotFound; on delete it is success; 400 validation is never retried; Neutron refuses tags
