@@ -86,6 +86,14 @@ impl State {
         lock(&self.additional).get(subnet_id).cloned()
     }
 
+    /// The extra network subnet (read earlier) on `network_id`, if any.
+    pub fn additional_on(&self, network_id: &str) -> Option<Subnet> {
+        lock(&self.additional)
+            .values()
+            .find(|s| s.network_id == network_id)
+            .cloned()
+    }
+
     pub fn remember_additional(&self, subnet_id: &str, subnet: Subnet) {
         lock(&self.additional).insert(subnet_id.to_owned(), subnet);
     }

@@ -42,12 +42,41 @@ pub async fn pod_security_groups(ctx: &Context, kp: &KuryrPort, project: &str) -
     }
 }
 
-/// Wires the pod: its port from the pool of (node, network, project) when pools are on and the driver pools,
-/// else a port of its own. Pools hold the controller's project's ports: a pod of a namespace in a project
-/// of its own gets a port of its own, made in that project.
+/// Wires the pod's default interface on its pod subnet(s) ([`wire`]).
 pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -> Result<Vif> {
-    let driver = driver(ctx, vif_type)?;
     let subnets = crate::networks::selector::pod_subnets(ctx, facts).await?;
+    wire(ctx, vif_type, facts, subnets).await
+}
+
+/// Whether pods wired with `vif_type` can have extra interfaces.
+pub fn additional_supported(vif_type: VifType) -> bool {
+    matches!(vif_type, VifType::NestedVlan | VifType::NeutronVif)
+}
+
+/// An extra interface of the pod (`k8s.v1.cni.cncf.io/networks`) on `subnet_id`, wired like its default
+/// one ([`wire`]: from that network's pool, or a port of its own): a subport of its node's trunk
+/// (nested-vlan, its own VLAN) or a bound port (neutron-vif). nested-macvlan has only the VM's port, on the
+/// pod network: no extra networks.
+pub async fn allocate_additional(
+    ctx: &Arc<Context>,
+    vif_type: VifType,
+    facts: &PodFacts,
+    subnet_id: &str,
+) -> Result<Vif> {
+    if !additional_supported(vif_type) {
+        return Err(Error::Unsupported(format!(
+            "additional networks with VIF type {vif_type}: only nested-vlan and neutron-vif give a pod more ports"
+        )));
+    }
+    let subnet = crate::networks::selector::additional_subnet(ctx, subnet_id).await?;
+    wire(ctx, vif_type, facts, vec![subnet]).await
+}
+
+/// A port on `subnets` (one network): from the pool of (node, network, project) when pools are on and the
+/// driver pools, else a port of its own. Pools hold the controller's project's ports: a pod of a namespace
+/// in a project of its own gets a port of its own, made in that project.
+async fn wire(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts, subnets: Vec<Subnet>) -> Result<Vif> {
+    let driver = driver(ctx, vif_type)?;
     let pooled = ctx.config.pools_enabled && driver.pools_ports() && facts.project_id == ctx.project_id;
     let node = facts.node_name.clone();
     let network_id = subnets.first().map(|s| s.network_id.clone()).unwrap_or_default();
@@ -81,36 +110,8 @@ pub async fn allocate(ctx: &Arc<Context>, vif_type: VifType, facts: &PodFacts) -
         }
         VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, &subnets).await,
         // One address per pod: see `macvlan::allocate`.
-        VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnets[..1]).await,
+        VifType::NestedMacvlan => macvlan::allocate(ctx, facts, &subnets[..subnets.len().min(1)]).await,
         VifType::NestedDpdk => Err(Error::Unsupported("VIF type nested-dpdk".into())),
-    }
-}
-
-/// Whether pods wired with `vif_type` can have extra interfaces.
-pub fn additional_supported(vif_type: VifType) -> bool {
-    matches!(vif_type, VifType::NestedVlan | VifType::NeutronVif)
-}
-
-/// A port of its own for an extra interface of the pod (`k8s.v1.cni.cncf.io/networks`), on `subnet_id`,
-/// wired like its default one: a subport of its node's trunk (nested-vlan, its own VLAN) or a bound port
-/// (neutron-vif). nested-macvlan has only the VM's port, on the pod network: no extra networks.
-pub async fn allocate_additional(
-    ctx: &Arc<Context>,
-    vif_type: VifType,
-    facts: &PodFacts,
-    subnet_id: &str,
-) -> Result<Vif> {
-    let driver = driver(ctx, vif_type)?;
-    let subnet = crate::networks::selector::additional_subnet(ctx, subnet_id).await?;
-    match vif_type {
-        VifType::NestedVlan => {
-            let parent = node_parent(ctx, &facts.node_name).await?;
-            nested_vlan::allocate(ctx, facts, &parent, std::slice::from_ref(&subnet)).await
-        }
-        VifType::NeutronVif => bridged(ctx, driver.as_ref(), facts, std::slice::from_ref(&subnet)).await,
-        other => Err(Error::Unsupported(format!(
-            "additional networks with VIF type {other}: only nested-vlan and neutron-vif give a pod more ports"
-        ))),
     }
 }
 

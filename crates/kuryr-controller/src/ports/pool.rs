@@ -698,13 +698,13 @@ async fn sweep_loose(ctx: &Context, live: &BTreeSet<PoolParent>) -> Result<()> {
 }
 
 /// Whether pools on `network_id` still have a subnet to be topped up on: always with the default subnet
-/// driver; in namespace mode, the default pod network or a namespace network the KuryrNetwork controller
-/// knows (a deleted namespace's is forgotten).
+/// driver; in namespace mode, the default pod network, a namespace network the KuryrNetwork controller
+/// knows (a deleted namespace's is forgotten) or an extra network pods asked for.
 async fn network_known(ctx: &Context, network_id: &str) -> bool {
     if ctx.config.networks.mode == SubnetMode::Default {
         return true;
     }
-    if ctx.networks.subnets_on(network_id).is_some() {
+    if ctx.networks.subnets_on(network_id).is_some() || ctx.networks.additional_on(network_id).is_some() {
         return true;
     }
     match crate::networks::selector::default_subnets(ctx).await {
@@ -749,7 +749,11 @@ async fn target_of(ctx: &Context, key: &PoolKey) -> Option<Target> {
         }
         PoolParent::Host(host) => (host.clone(), None),
     };
-    let subnets = match ctx.networks.subnets_on(&key.network_id) {
+    let subnets = match ctx
+        .networks
+        .subnets_on(&key.network_id)
+        .or_else(|| ctx.networks.additional_on(&key.network_id).map(|s| vec![s]))
+    {
         Some(s) => s,
         None => crate::networks::selector::default_subnets(ctx)
             .await

@@ -225,3 +225,78 @@ async fn new_ports(cloud: &TestCloud, n: usize) -> Vec<String> {
     }
     ids
 }
+
+/// An IPv6 subnet on the pod network, for the dual-stack and IPv6-only tests.
+async fn v6_subnet(cloud: &TestCloud) -> String {
+    let req = kuryr_openstack::neutron::subnets::CreateSubnet {
+        ip_version: 6,
+        ..kuryr_openstack::neutron::subnets::CreateSubnet::v4(&cloud.network_id, "fd42:18::/64")
+    };
+    kuryr_openstack::neutron::subnets::create(&cloud.cloud, &req, &[])
+        .await
+        .unwrap()
+        .id
+}
+
+#[tokio::test]
+async fn a_dual_stack_pod_gets_an_address_of_each_family_on_its_one_pooled_port() {
+    let cloud = TestCloud::start().await;
+    let v6 = v6_subnet(&cloud).await;
+    let mut h = harness(&cloud, |c| c.secondary_pod_subnet_id = Some(v6.clone()));
+    let kp = h.wired("web-0").await;
+    let vif = vif(&kp);
+    let got: Vec<(Option<&str>, bool)> = vif
+        .ips
+        .iter()
+        .map(|ip| (ip.subnet_id.as_deref(), ip.address.contains(':')))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(Some(cloud.subnet_id.as_str()), false), (Some(v6.as_str()), true)],
+        "{:?}",
+        vif.ips
+    );
+    assert!(vif.ips[1].gateway.as_deref().is_some_and(|g| g.contains(':')));
+}
+
+#[tokio::test]
+async fn an_ipv6_only_cluster_wires_pods_on_its_ipv6_pod_subnet() {
+    let cloud = TestCloud::start().await;
+    let v6 = v6_subnet(&cloud).await;
+    let mut h = harness(&cloud, |c| {
+        c.pod_subnet_id = v6.clone();
+        c.pools_enabled = false;
+    });
+    let kp = h.wired("web-0").await;
+    let vif = vif(&kp);
+    assert_eq!(vif.ips.len(), 1, "{:?}", vif.ips);
+    assert!(vif.ips[0].address.starts_with("fd42:18:"), "{:?}", vif.ips);
+    assert_eq!(vif.ips[0].cidr, "fd42:18::/64");
+    let port = ports::get(&cloud.cloud, &vif.port_id).await.unwrap();
+    assert!(
+        port.fixed_ips.iter().all(|f| f.subnet_id == v6),
+        "{:?}",
+        port.fixed_ips
+    );
+}
+
+#[tokio::test]
+async fn secondary_pod_subnet_of_the_same_family_is_refused_with_a_config_error() {
+    let cloud = TestCloud::start().await;
+    let same = kuryr_openstack::neutron::subnets::create(
+        &cloud.cloud,
+        &kuryr_openstack::neutron::subnets::CreateSubnet::v4(&cloud.network_id, "10.99.0.0/24"),
+        &[],
+    )
+    .await
+    .unwrap()
+    .id;
+    let mut h = harness(&cloud, |c| c.secondary_pod_subnet_id = Some(same));
+    let kp = h.add_kuryrport(&kuryrport("web-0"));
+    let err = h.reconcile(&kp).await.unwrap_err().to_string();
+    assert!(err.contains("one of each family"), "{err}");
+    assert!(
+        cloud.pod_ports().await.is_empty(),
+        "no port made on a misconfiguration"
+    );
+}

@@ -166,3 +166,71 @@ async fn a_pool_rebuilt_after_a_restart_is_topped_up_without_waiting_for_a_pod()
     assert!(now >= 12, "{now} free after the upkeep, {rebuilt} before");
     assert_eq!(cloud.subports().await.len(), now + 1, "every free port a subport");
 }
+
+#[tokio::test]
+async fn an_extra_network_has_a_pool_of_its_own_that_takes_its_ports_back_and_serves_the_next_pod() {
+    let cloud = TestCloud::start().await;
+    let c = &cloud.cloud;
+    let net = kuryr_openstack::neutron::networks::create(
+        c,
+        &kuryr_openstack::neutron::networks::CreateNetwork::named("storage"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let sub = kuryr_openstack::neutron::subnets::create(
+        c,
+        &kuryr_openstack::neutron::subnets::CreateSubnet::v4(&net.id, "10.77.0.0/24"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let mut h = harness(&cloud, |c| c.additional_subnets = [sub.id.clone()].into());
+    let with_extra = |name: &str| {
+        let mut kp = kuryrport(name);
+        kp.spec.additional_networks = vec![kuryr_api::port::AdditionalNetwork {
+            interface: "data0".into(),
+            subnet_id: sub.id.clone(),
+            attachment: "storage".into(),
+        }];
+        kp
+    };
+    let extra_key = PoolKey {
+        network_id: net.id.clone(),
+        ..key(&cloud)
+    };
+    let first = h.add_kuryrport(&with_extra("db-0"));
+    h.reconcile(&first).await.unwrap();
+    let first = h.kuryrport_now(&first);
+    let data0 = first.status.as_ref().unwrap().vifs["data0"].vif.clone();
+    assert_eq!(data0.network_id, net.id);
+    assert!(
+        pool::is_pool_port(&h.ctx, &data0.port_id),
+        "data0 came from the extra network's pool"
+    );
+
+    allocate::release(&h.ctx, &data0, NODE).await.unwrap();
+    let free: Vec<String> = pool::pool_snapshot(&h.ctx, &extra_key)
+        .free_ports()
+        .map(|p| p.port_id.clone())
+        .collect();
+    assert!(free.contains(&data0.port_id), "back in its own pool: {free:?}");
+    assert!(
+        !pool::pool_snapshot(&h.ctx, &key(&cloud))
+            .free_ports()
+            .any(|p| p.port_id == data0.port_id),
+        "not in the pod network's pool"
+    );
+
+    // The next pod asking for the network is served from that pool: no port created for it.
+    cloud.sim.clear_calls();
+    let second = h.add_kuryrport(&with_extra("db-1"));
+    h.reconcile(&second).await.unwrap();
+    let second = h.kuryrport_now(&second);
+    let again = &second.status.as_ref().unwrap().vifs["data0"].vif;
+    assert!(
+        free.contains(&again.port_id),
+        "{} not from the pool {free:?}",
+        again.port_id
+    );
+}
