@@ -320,6 +320,7 @@ fn build(input: &Input) -> (Cluster, Vec<Policy>, CompileOptions) {
             namespace: pick(&NAMESPACES, s.ns).to_owned(),
             name: format!("svc{i}"),
             cluster_ip: s.vip.map(|v| Ipv4Addr::from(0x0a60_0000 | u32::from(v)).into()),
+            other_cluster_ips: Vec::new(),
             selector: s.selector.as_ref().map(|l| labels(l)),
             ports: s
                 .ports

@@ -321,6 +321,7 @@ fn cluster() -> Cluster {
             namespace: "n0".into(),
             name: "svc".into(),
             cluster_ip: Some(IpAddr::from([10, 96, 0, 10])),
+            other_cluster_ips: Vec::new(),
             selector: Some(l(&[("app", "a")])),
             ports: vec![ServicePort {
                 protocol: Protocol::Tcp,

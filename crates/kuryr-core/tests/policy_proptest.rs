@@ -162,6 +162,7 @@ fn arb_cluster() -> impl Strategy<Value = Cluster> {
                     namespace: "n0".into(),
                     name: "svc".into(),
                     cluster_ip: Some("10.96.0.10".parse().unwrap()),
+                    other_cluster_ips: Vec::new(),
                     selector: Some(labels(&[("app", "a")])),
                     ports: vec![ServicePort {
                         protocol: Protocol::Tcp,
@@ -174,6 +175,7 @@ fn arb_cluster() -> impl Strategy<Value = Cluster> {
                     namespace: "n1".into(),
                     name: "svc2".into(),
                     cluster_ip: Some("10.96.1.10".parse().unwrap()),
+                    other_cluster_ips: Vec::new(),
                     selector: Some(labels(&[("role", "x")])),
                     ports: vec![
                         ServicePort {
@@ -681,6 +683,7 @@ fn hundred_pods() -> (Cluster, Vec<Policy>) {
                 namespace: ns.clone(),
                 name: app.to_string(),
                 cluster_ip: Some(format!("10.96.{n}.{}", i).parse().unwrap()),
+                other_cluster_ips: Vec::new(),
                 selector: Some(labels(&[("app", app)])),
                 ports: vec![ServicePort {
                     protocol: Protocol::Tcp,

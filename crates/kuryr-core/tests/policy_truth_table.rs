@@ -10,9 +10,9 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kuryr_core::policy::{
-    compile, Cidr, Cluster, CompileOptions, CompiledPolicy, Endpoint, K8sEvaluator, NamedPort, Namespace,
-    Narrowing, NeutronEvaluator, PeerMode, Pod, PodKey, Policy, Protocol, Remote, Service, ServicePort,
-    TargetPort,
+    compile, Cidr, Cluster, CompileOptions, CompiledPolicy, Endpoint, Family, K8sEvaluator, NamedPort,
+    Namespace, Narrowing, NeutronEvaluator, PeerMode, Pod, PodKey, Policy, Protocol, Remote, Service,
+    ServicePort, TargetPort,
 };
 use serde_json::{json, Value};
 
@@ -77,6 +77,7 @@ fn cluster() -> Cluster {
                 namespace: ns.to_string(),
                 name: format!("s-{name}"),
                 cluster_ip: Some(format!("10.96.{}.{}", ni + 1, pi + 1).parse().unwrap()),
+                other_cluster_ips: Vec::new(),
                 selector: Some(labels(&[("pod", name)])),
                 ports: vec![ServicePort {
                     protocol: Protocol::Tcp,
@@ -89,6 +90,7 @@ fn cluster() -> Cluster {
             namespace: ns.to_string(),
             name: "web".into(),
             cluster_ip: Some(format!("10.96.{}.100", ni + 1).parse().unwrap()),
+            other_cluster_ips: Vec::new(),
             selector: Some(labels(&[("app", "web")])),
             ports: vec![
                 ServicePort {
@@ -923,4 +925,38 @@ fn egress_to_a_service_opens_its_vip_only_when_every_backend_is_allowed() {
         .narrowings
         .iter()
         .any(|n| matches!(n, Narrowing::ServicePartiallyAllowed { service, .. } if service.name == "web")));
+}
+
+#[test]
+fn a_dual_stack_services_vips_of_both_families_are_opened_and_must_be_in_the_service_ranges() {
+    let mut c = cluster();
+    let vip6: IpAddr = "fd42:19::a".parse().unwrap();
+    let svc = c
+        .services
+        .iter_mut()
+        .find(|s| s.namespace == "x" && s.name == "s-a")
+        .unwrap();
+    svc.other_cluster_ips = vec![vip6];
+    let mut opts = options("security-groups");
+    opts.families = vec![Family::V4, Family::V6];
+    let p = Policy::from_k8s(&np(
+        "x",
+        "to-a",
+        json!({
+        "podSelector": {"matchLabels": {"pod": "c"}}, "policyTypes": ["Egress"],
+        "egress": [{"to": [{"podSelector": {"matchLabels": {"pod": "a"}}}]}]}),
+    ))
+    .unwrap();
+    // The IPv6 VIP outside the configured ranges: refused, as an IPv4 one would be.
+    assert!(compile(&c, std::slice::from_ref(&p), &opts).is_err());
+    opts.service_cidrs.push("fd42:19::/112".parse().unwrap());
+    let compiled = compile(&c, std::slice::from_ref(&p), &opts).unwrap();
+    let sg = compiled.security_group("np/x/to-a").unwrap();
+    let remotes: Vec<&Remote> = sg.rules.iter().map(|r| &r.remote).collect();
+    for vip in ["10.96.1.1".parse().unwrap(), vip6] {
+        assert!(
+            remotes.contains(&&Remote::Prefix(Cidr::host(vip))),
+            "{vip}: {remotes:?}"
+        );
+    }
 }

@@ -9,9 +9,9 @@
 //! VM they reach each other and a Service VIP (an OVN load balancer), and a pod on a namespace node
 //! (nested-macvlan) reaches them (ICMP, HTTP), all through OVN; a NetworkPolicy admitting one client only drops the other's
 //! packets (the subport's security groups, enforced by OVN); deleting the pods leaves no Neutron port, no
-//! subport and no VLAN device in the VM. Every pod also asks for a second network (a
-//! NetworkAttachmentDefinition): the VM's pods get it as `data0`, a subport of its own on another VLAN, and
-//! the probe in the VM reaches their `data0` addresses over that network. The controller runs dual-stack
+//! subport and no VLAN device in the VM. Every pod also asks for two more networks (NetworkAttachmentDefinitions):
+//! the VM's pods get them as `data0` and `data1`, a subport of its own each on another VLAN, and the probe in
+//! the VM reaches their addresses over each network. The controller runs dual-stack
 //! (docs/dual-stack.md): the VM's pods get an IPv6 address too (both on their one subport), reach each other
 //! over IPv6, and the Service (PreferDualStack) answers on its IPv6 clusterIP, an Octavia additional VIP;
 //! the macvlan pod stays IPv4 only. Checks inside the VM run as probe pods there (kubelet reports their
@@ -44,9 +44,8 @@ const KUBELET_LABEL: &str = "kuryr.lab/kubelet=true";
 const RUNNING_TIMEOUT: Duration = Duration::from_secs(600);
 const GONE_TIMEOUT: Duration = Duration::from_secs(300);
 const HTTP_PORT: u16 = 8080;
-/// The NetworkAttachmentDefinition every pod asks for, and the interface it becomes in the VM's pods.
-const EXTRA_NAD: &str = "extra";
-const EXTRA_IFNAME: &str = "data0";
+/// The NetworkAttachmentDefinitions every pod asks for, and the interfaces they become in the VM's pods.
+const EXTRAS: [(&str, &str); 2] = [("extra", "data0"), ("extra2", "data1")];
 
 /// What lab/lib/vm-nodes.sh recorded of a VM node (`vm-nodes/<node>/vm.json`).
 #[derive(Debug, Deserialize)]
@@ -81,13 +80,18 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     let cluster_id = format!("kvm-{run_id}");
     lab_tests::cluster::create_namespace(&client, &ns).await?;
 
-    // A second network for the pods' extra interface (`k8s.v1.cni.cncf.io/networks`, docs/multi-network.md).
-    let extra = ExtraNetwork::create(&cloud, &client, &ns).await?;
+    // Two more networks for the pods' extra interfaces (`k8s.v1.cni.cncf.io/networks`, docs/multi-network.md).
+    let mut extras = Vec::new();
+    for (i, (nad, _)) in EXTRAS.iter().enumerate() {
+        // Disjoint second octets: a pod has a route per extra subnet.
+        let second = 100 + 50 * i as u8..150 + 50 * i as u8;
+        extras.push(ExtraNetwork::create(&cloud, &client, &ns, nad, second).await?);
+    }
 
     let mut config = Config::new(&cluster_id, &lab.pod_subnet_id);
     config.secondary_pod_subnet_id = Some(lab.pod_subnet_v6_id.clone());
     config.namespace = Some(ns.clone());
-    config.additional_subnets = [extra.subnet_id.clone()].into();
+    config.additional_subnets = extras.iter().map(|e| e.subnet_id.clone()).collect();
     config.project_id = Some(lab.project_id.clone());
     // The namespace nodes' default; the VM node's pod-vif label asks for nested-vlan.
     config.vif_type = VifType::NestedMacvlan;
@@ -109,7 +113,7 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     }));
 
     let mut seen = Vec::new();
-    let result = scenario(&client, &cloud, &ns, &vm, &knode, &extra, &mut seen).await;
+    let result = scenario(&client, &cloud, &ns, &vm, &knode, &extras, &mut seen).await;
 
     // Cleanup whatever happened: pods first (kubelet stops them, the controller releases the ports).
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -133,7 +137,12 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     let _ = Api::<Namespace>::all(client.clone())
         .delete(&ns, &DeleteParams::default())
         .await;
-    let extra_gone = networks::delete(&cloud, &extra.network_id).await;
+    let mut extra_gone = Ok(());
+    for e in &extras {
+        if let Err(err) = networks::delete(&cloud, &e.network_id).await {
+            extra_gone = Err(err);
+        }
+    }
     result?;
     extra_gone.context("deleting the extra network (a port of ours left on it?)")?;
     ports_left?;
@@ -149,26 +158,32 @@ async fn pods_on_a_vm_node_are_vlan_subports_that_talk_through_ovn_and_leave_not
     Ok(())
 }
 
-/// A Neutron network + subnet for extra interfaces and the NetworkAttachmentDefinition `extra` naming it.
+/// A Neutron network + subnet for extra interfaces and the NetworkAttachmentDefinition `nad` naming it.
 struct ExtraNetwork {
     network_id: String,
     subnet_id: String,
 }
 
 impl ExtraNetwork {
-    async fn create(cloud: &Cloud, client: &Client, ns: &str) -> anyhow::Result<Self> {
+    async fn create(
+        cloud: &Cloud,
+        client: &Client,
+        ns: &str,
+        nad: &str,
+        second: std::ops::Range<u8>,
+    ) -> anyhow::Result<Self> {
         let net = networks::create(
             cloud,
-            &networks::CreateNetwork::named(format!("kuryr-extra-{ns}")),
+            &networks::CreateNetwork::named(format!("kuryr-{nad}-{ns}")),
             &[],
         )
         .await?;
-        let cidr = format!("10.{}.{}.0/24", fastrand::u8(100..200), fastrand::u8(..));
+        let cidr = format!("10.{}.{}.0/24", fastrand::u8(second), fastrand::u8(..));
         let mut sub = subnets::CreateSubnet::v4(&net.id, cidr);
         sub.enable_dhcp = Some(false);
         let subnet = subnets::create(cloud, &sub, &[]).await?;
         lab_tests::cluster::install_network_attachment_crd(client).await?;
-        let mut nad = NetworkAttachmentDefinition::new(EXTRA_NAD, Default::default());
+        let mut nad = NetworkAttachmentDefinition::new(nad, Default::default());
         nad.metadata.annotations = Some(BTreeMap::from([(
             KURYR_CONFIG.to_owned(),
             json!({ "subnetId": subnet.id }).to_string(),
@@ -189,7 +204,7 @@ async fn scenario(
     ns: &str,
     vm: &VmNode,
     knode: &str,
-    extra: &ExtraNetwork,
+    extras: &[ExtraNetwork],
     seen: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -266,28 +281,31 @@ async fn scenario(
             "{name}: podIPs {pod_ips:?}, KuryrPort {vif:?}"
         );
         v6_ips.push(v6);
-        // Its extra interface: a subport of its own (another VLAN) on the extra network.
-        let data0 = kp
-            .status
-            .as_ref()
-            .and_then(|s| s.vifs.get(EXTRA_IFNAME))
-            .map(|v| v.vif.clone())
-            .with_context(|| format!("{name}: no {EXTRA_IFNAME} in its KuryrPort"))?;
-        seen.push(data0.port_id.clone());
-        ensure!(
-            data0.network_id == extra.network_id
-                && data0.vlan_id.is_some()
-                && data0.vlan_id != vif.vlan_id
-                && trunk.sub_ports.iter().any(|s| s.port_id == data0.port_id),
-            "{name}: {EXTRA_IFNAME} {data0:?}"
-        );
-        extra_ips.push(
-            data0
-                .ips
-                .first()
-                .map(|i| i.address.clone())
-                .context("data0 without IP")?,
-        );
+        // Its extra interfaces: a subport of its own each (a VLAN each) on its network.
+        let mut vlans = vec![vif.vlan_id];
+        for ((_, ifname), extra) in EXTRAS.iter().zip(extras) {
+            let dv = kp
+                .status
+                .as_ref()
+                .and_then(|s| s.vifs.get(*ifname))
+                .map(|v| v.vif.clone())
+                .with_context(|| format!("{name}: no {ifname} in its KuryrPort"))?;
+            seen.push(dv.port_id.clone());
+            ensure!(
+                dv.network_id == extra.network_id
+                    && dv.vlan_id.is_some()
+                    && !vlans.contains(&dv.vlan_id)
+                    && trunk.sub_ports.iter().any(|s| s.port_id == dv.port_id),
+                "{name}: {ifname} {dv:?} (VLANs taken {vlans:?})"
+            );
+            vlans.push(dv.vlan_id);
+            extra_ips.push(
+                dv.ips
+                    .first()
+                    .map(|i| i.address.clone())
+                    .with_context(|| format!("{name}: {ifname} without IP"))?,
+            );
+        }
     }
     let kp = kps.get("ns-c").await?;
     let ns_vif = kp
@@ -325,15 +343,12 @@ async fn scenario(
     // unanswered for 90 s and more, while the installed controller's (pools, no policy in the demo's
     // namespace) are answered from the first one: a macvlan pod's ingress is filtered on the shared VM port,
     // whose groups admit by remote group, and the subports here carry policy groups (docs/lab.md, VM nodes).
-    // The probe has its own data0: the VM pods' extra interfaces answer on the extra network too.
-    let targets = [
-        ip("vm-a"),
-        ip("vm-b"),
-        extra_ips[0].clone(),
-        extra_ips[1].clone(),
-        v6_ips[0].clone(),
-        v6_ips[1].clone(),
-    ];
+    // The probe has its own data0 and data1: the VM pods' extra interfaces answer on each extra network.
+    let targets: Vec<String> = [ip("vm-a"), ip("vm-b")]
+        .into_iter()
+        .chain(extra_ips.iter().cloned())
+        .chain(v6_ips.iter().cloned())
+        .collect();
     let mut script = ping_lines(&targets);
     for (label, host) in [("svc", vip.clone()), ("svc6", format!("[{vip6}]"))] {
         script.push_str(&format!(
@@ -531,13 +546,14 @@ fn pod(
                 "command": command}]
         }
     }))?;
-    // Every pod asks for the extra network: the VM's get it (nested-vlan), the namespace node's are told
-    // it is not attached (nested-macvlan has one port) and are wired on the pod network alone.
+    // Every pod asks for the extra networks: the VM's get them (nested-vlan), the namespace node's are told
+    // they are not attached (nested-macvlan has one port) and are wired on the pod network alone.
     let annotations = (!host_network).then(|| {
-        BTreeMap::from([(
-            annotations::NPWG_NETWORKS.to_owned(),
-            format!("{EXTRA_NAD}@{EXTRA_IFNAME}"),
-        )])
+        let asked: Vec<String> = EXTRAS
+            .iter()
+            .map(|(nad, ifname)| format!("{nad}@{ifname}"))
+            .collect();
+        BTreeMap::from([(annotations::NPWG_NETWORKS.to_owned(), asked.join(", "))])
     });
     p.metadata = ObjectMeta {
         name: Some(name.into()),

@@ -252,7 +252,7 @@ pub fn compile(
     // Egress to "anywhere" and ipBlocks must leave VIPs out (see `Builder::prefixes`): a VIP outside
     // the configured Service ranges would be opened on every port, whatever its backends allow.
     for svc in &cluster.services {
-        if let Some(vip) = svc.cluster_ip {
+        for vip in svc.vips() {
             if !opts.service_cidrs.iter().any(|c| c.contains(&vip)) {
                 return Err(PolicyError::InvalidOptions(format!(
                     "Service {} has VIP {vip} outside the configured Service CIDRs",
@@ -529,8 +529,10 @@ impl<'a> Builder<'a> {
         // Kubernetes never blocks a pod from itself, so allowing it is exact.
         let cluster = self.cluster;
         for svc in &cluster.services {
-            let Some(vip) = svc.cluster_ip else { continue };
-            if selected.iter().any(|pod| svc.selects(pod)) {
+            if !selected.iter().any(|pod| svc.selects(pod)) {
+                continue;
+            }
+            for vip in svc.vips() {
                 self.add_rules(
                     key,
                     Direction::Ingress,
@@ -591,7 +593,10 @@ impl<'a> Builder<'a> {
     fn services(&mut self, p: &Policy, key: &str, selected: &[&Pod]) {
         let cluster = self.cluster;
         for svc in &cluster.services {
-            let Some(vip) = svc.cluster_ip else { continue };
+            let vips: Vec<Remote> = svc.vips().map(|v| Remote::Prefix(Cidr::host(v))).collect();
+            if vips.is_empty() {
+                continue;
+            }
             for sp in &svc.ports {
                 let backends: Vec<(&Pod, u16)> = cluster
                     .pods
@@ -614,7 +619,7 @@ impl<'a> Builder<'a> {
                     forbidden.len() == 1 && selected.len() == 1 && selected[0].key() == forbidden[0].key();
                 if forbidden.is_empty() || only_self {
                     let ports = [(Some(sp.protocol), Some((sp.port, sp.port)))];
-                    self.add_rules(key, Direction::Egress, &[Remote::Prefix(Cidr::host(vip))], &ports);
+                    self.add_rules(key, Direction::Egress, &vips, &ports);
                 } else if forbidden.len() < backends.len() {
                     self.narrowings.push(Narrowing::ServicePartiallyAllowed {
                         policy: p.key(),
@@ -940,6 +945,7 @@ mod tests {
             namespace: "x".into(),
             name: "s".into(),
             cluster_ip: Some("10.96.0.1".parse().unwrap()),
+            other_cluster_ips: Vec::new(),
             selector: None,
             ports: Vec::new(),
         });

@@ -173,6 +173,8 @@ pub struct Service {
     pub namespace: String,
     pub name: String,
     pub cluster_ip: Option<IpAddr>,
+    /// A dual-stack Service's clusterIP of the other family (its load balancer's additional VIP).
+    pub other_cluster_ips: Vec<IpAddr>,
     /// `None`: a Service without selector (manual Endpoints), whose backends we don't know.
     pub selector: Option<Labels>,
     pub ports: Vec<ServicePort>,
@@ -181,6 +183,13 @@ pub struct Service {
 impl Service {
     pub fn key(&self) -> PodKey {
         PodKey::new(&self.namespace, &self.name)
+    }
+
+    /// Every VIP of the Service: its clusterIP, then a dual-stack Service's other one.
+    pub fn vips(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.cluster_ip
+            .into_iter()
+            .chain(self.other_cluster_ips.iter().copied())
     }
 
     /// Whether `pod` backs this Service (same namespace, every selector label present).
@@ -206,7 +215,14 @@ impl Service {
 
     pub fn from_k8s(svc: &corev1::Service) -> Result<Self, PolicyError> {
         let spec = svc.spec.clone().unwrap_or_default();
-        let cluster_ip = spec.cluster_ip.as_deref().and_then(|ip| ip.parse().ok());
+        let cluster_ip: Option<IpAddr> = spec.cluster_ip.as_deref().and_then(|ip| ip.parse().ok());
+        let other_cluster_ips = spec
+            .cluster_ips
+            .iter()
+            .flatten()
+            .filter_map(|ip| ip.parse::<IpAddr>().ok())
+            .filter(|ip| Some(*ip) != cluster_ip)
+            .collect();
         let mut ports = Vec::new();
         for p in spec.ports.iter().flatten() {
             let port = port_number(p.port)?;
@@ -225,6 +241,7 @@ impl Service {
             namespace: svc.metadata.namespace.clone().unwrap_or_default(),
             name: svc.metadata.name.clone().unwrap_or_default(),
             cluster_ip,
+            other_cluster_ips,
             selector: spec.selector,
             ports,
         })
