@@ -146,14 +146,7 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str)
                 project_id: Some(project.to_owned()),
                 ..CreateSubnet::default()
             };
-            let s = subnets::create(&ctx.cloud, &req, &tags).await?;
-            info!(
-                namespace,
-                subnet = s.id,
-                cidr = s.cidr,
-                "namespace subnet created"
-            );
-            s
+            create_subnet(ctx, namespace, &req, &tags).await?
         }
     };
     let secondary = match (&secondary_pool, second.into_iter().next()) {
@@ -170,14 +163,7 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str)
                 project_id: Some(project.to_owned()),
                 ..CreateSubnet::default()
             };
-            let s = subnets::create(&ctx.cloud, &req, &tags).await?;
-            info!(
-                namespace,
-                subnet = s.id,
-                cidr = s.cidr,
-                "namespace secondary subnet created"
-            );
-            Some(s)
+            Some(create_subnet(ctx, namespace, &req, &tags).await?)
         }
     };
     let router_id = router(ctx).await?;
@@ -208,6 +194,22 @@ pub async fn ensure(ctx: &Context, namespace: &str, kn_uid: &str, project: &str)
         secondary,
         router_id,
     })
+}
+
+async fn create_subnet(
+    ctx: &Context,
+    namespace: &str,
+    req: &CreateSubnet,
+    tags: &[String],
+) -> Result<Subnet> {
+    let s = subnets::create(&ctx.cloud, req, tags).await?;
+    info!(
+        namespace,
+        subnet = s.id,
+        cidr = s.cidr,
+        "namespace subnet created"
+    );
+    Ok(s)
 }
 
 /// Deletes everything tagged for the KuryrNetwork: kuryr's own leftover ports (pool ports, ports whose pod

@@ -100,31 +100,12 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
                 extra.len()
             );
             extra = &[];
-            warn!("{msg}");
-            ctx.events
-                .publish(
-                    &kp.object_ref(&()),
-                    EventType::Warning,
-                    "AdditionalNetworksUnsupported",
-                    "Wire",
-                    msg,
-                )
-                .await;
+            told(ctx, kp, "AdditionalNetworksUnsupported", msg).await;
         }
         if vif_type == VifType::NestedMacvlan && ctx.config.secondary_pod_subnet_id.is_some() {
             let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
-                       address per pod on the VM's port; nested-vlan and neutron-vif give both)"
-                .to_owned();
-            warn!("{msg}");
-            ctx.events
-                .publish(
-                    &kp.object_ref(&()),
-                    EventType::Warning,
-                    "DualStackUnsupported",
-                    "Wire",
-                    msg,
-                )
-                .await;
+                       address per pod on the VM's port; nested-vlan and neutron-vif give both)";
+            told(ctx, kp, "DualStackUnsupported", msg.to_owned()).await;
         }
         for net in extra {
             match allocate::allocate_additional(ctx, vif_type, &pod, &net.subnet_id).await {
@@ -318,4 +299,12 @@ async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
             "cannot record the failure in the status"
         );
     }
+}
+
+/// What the pod is wired without, as a log line and a Warning Event on its KuryrPort.
+async fn told(ctx: &Context, kp: &KuryrPort, reason: &str, msg: String) {
+    warn!("{msg}");
+    ctx.events
+        .publish(&kp.object_ref(&()), EventType::Warning, reason, "Wire", msg)
+        .await;
 }

@@ -958,6 +958,15 @@ fn dual_stack_svc() -> Service {
     s
 }
 
+/// The KuryrLoadBalancer spec of [`dual_stack_svc`] with a secondary service subnet configured.
+fn dual_stack_spec() -> kuryr_api::KuryrLoadBalancerSpec {
+    let dual = SpecDefaults {
+        secondary_subnet_id: Some("svc-subnet-v6".into()),
+        ..defaults()
+    };
+    service_spec(&dual_stack_svc(), vec![], &dual).unwrap().0
+}
+
 #[test]
 fn a_dual_stack_service_gets_its_second_cluster_ip_as_an_additional_vip_on_the_secondary_subnet() {
     let dual = SpecDefaults {
@@ -1000,11 +1009,7 @@ fn a_dual_stack_service_gets_its_second_cluster_ip_as_an_additional_vip_on_the_s
 
 #[test]
 fn additional_vips_need_octavia_2_26_and_a_provider_that_has_them() {
-    let dual = SpecDefaults {
-        secondary_subnet_id: Some("svc-subnet-v6".into()),
-        ..defaults()
-    };
-    let (spec, _) = service_spec(&dual_stack_svc(), vec![], &dual).unwrap();
+    let spec = dual_stack_spec();
     let (lb, problems) = desired_lb(
         "ns",
         "web",
@@ -1027,11 +1032,7 @@ fn additional_vips_need_octavia_2_26_and_a_provider_that_has_them() {
 
 #[test]
 fn a_load_balancer_whose_additional_vips_differ_is_recreated_and_one_that_matches_is_kept() {
-    let dual = SpecDefaults {
-        secondary_subnet_id: Some("svc-subnet-v6".into()),
-        ..defaults()
-    };
-    let (spec, _) = service_spec(&dual_stack_svc(), vec![], &dual).unwrap();
+    let spec = dual_stack_spec();
     let (lb, _) = desired_lb(
         "ns",
         "web",
