@@ -1,6 +1,7 @@
 //! What the controller is told to do, independent of how it was told (flags in [`crate::args`], or a test
 //! building it directly).
 
+use kuryr_core::policy::Family;
 use std::time::Duration;
 
 use kuryr_api::VifType;
@@ -57,6 +58,28 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether pods get an address of each family: a secondary pod subnet (default mode), a secondary subnet
+    /// pool (namespace mode).
+    pub fn dual_stack(&self) -> bool {
+        match self.networks.mode {
+            crate::networks::SubnetMode::Default => self.secondary_pod_subnet_id.is_some(),
+            crate::networks::SubnetMode::Namespace => self.networks.secondary_subnet_pool_id.is_some(),
+        }
+    }
+
+    /// The IP families pods get addresses of: the pod subnets' in default mode (`primary`: the family of
+    /// `pod_subnet_id`); namespace subnets are IPv4, plus IPv6 with a secondary subnet pool.
+    pub fn pod_families(&self, primary: Family) -> Vec<Family> {
+        let first = match self.networks.mode {
+            crate::networks::SubnetMode::Default => primary,
+            crate::networks::SubnetMode::Namespace => Family::V4,
+        };
+        match (self.dual_stack(), first) {
+            (false, f) => vec![f],
+            (true, _) => vec![Family::V4, Family::V6],
+        }
+    }
+
     /// Defaults for everything but the cluster id and the pod subnet.
     pub fn new(cluster_id: impl Into<String>, pod_subnet_id: impl Into<String>) -> Self {
         Self {
@@ -83,5 +106,27 @@ impl Config {
             policy: crate::policies::PolicyConfig::default(),
             services: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod families_tests {
+    use super::*;
+    use crate::networks::SubnetMode;
+
+    #[test]
+    fn pods_are_dual_stack_by_the_secondary_subnet_or_in_namespace_mode_by_the_secondary_pool() {
+        let mut c = Config::new("c", "pods");
+        assert_eq!(c.pod_families(Family::V6), vec![Family::V6], "IPv6-only");
+        c.secondary_pod_subnet_id = Some("pods6".into());
+        assert_eq!(c.pod_families(Family::V4), vec![Family::V4, Family::V6]);
+        c.networks.mode = SubnetMode::Namespace;
+        assert_eq!(
+            c.pod_families(Family::V4),
+            vec![Family::V4],
+            "namespace subnets are IPv4"
+        );
+        c.networks.secondary_subnet_pool_id = Some("pool6".into());
+        assert_eq!(c.pod_families(Family::V4), vec![Family::V4, Family::V6]);
     }
 }

@@ -49,10 +49,18 @@ pub async fn default_subnets(ctx: &Context) -> Result<Vec<Subnet>> {
     Ok(s.clone())
 }
 
-/// The IP families pods have addresses of: the default pod subnets'.
+/// The IP families pods have addresses of ([`crate::Config::pod_families`]; the pod subnet read for its family
+/// in default mode).
 pub async fn pod_families(ctx: &Context) -> Result<Vec<Family>> {
-    let subnets = default_subnets(ctx).await?;
-    Ok(subnets.iter().filter_map(kuryr_core::subnet::family_of).collect())
+    let primary = match ctx.config.networks.mode {
+        SubnetMode::Default => default_subnets(ctx)
+            .await?
+            .first()
+            .and_then(kuryr_core::subnet::family_of)
+            .unwrap_or(Family::V4),
+        SubnetMode::Namespace => Family::V4,
+    };
+    Ok(ctx.config.pod_families(primary))
 }
 
 /// Subnet `id` as Neutron has it, with its network's MTU.

@@ -102,7 +102,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
             extra = &[];
             told(ctx, kp, "AdditionalNetworksUnsupported", msg).await;
         }
-        if vif_type == VifType::NestedMacvlan && ctx.config.secondary_pod_subnet_id.is_some() {
+        if vif_type == VifType::NestedMacvlan && ctx.config.dual_stack() {
             let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
                        address per pod on the VM's port; nested-vlan and neutron-vif give both)";
             told(ctx, kp, "DualStackUnsupported", msg.to_owned()).await;
