@@ -396,6 +396,8 @@ octavia_up() {
 }
 
 t0=$(now)
+# `cloud.sh ovn`: OVN and OVS alone (lab/lab up restarts an aborted ovs-vswitchd this way, the rest untouched).
+if [ "${1:-}" = ovn ]; then ovn_up; exit 0; fi
 mariadb_up
 ovn_up & p_ovn=$!
 rabbit_up & p_rabbit=$!

@@ -10,6 +10,7 @@
 //! network is ahead), read by bench/plot.py.
 
 pub mod net;
+pub mod switch;
 pub mod tools;
 pub mod vm;
 
@@ -57,6 +58,14 @@ struct Samples {
 }
 
 impl Samples {
+    fn merge(&mut self, other: Samples) {
+        self.mbps.extend(other.mbps);
+        self.retransmits.extend(other.retransmits);
+        self.rr.extend(other.rr);
+        self.cpu_s_per_gb.extend(other.cpu_s_per_gb);
+        self.errors.extend(other.errors);
+    }
+
     fn mbps(&self) -> Option<f64> {
         median(&self.mbps)
     }
@@ -255,7 +264,7 @@ async fn measure_on_vms(lab: &Lab, o: &DatapathOpts, t0: Instant) -> anyhow::Res
             idle_rate,
         };
         let refs = [[&paths[0][0], &paths[0][1]], [&paths[1][0], &paths[1][1]]];
-        let samples = matrix(refs, o, [VM_DIRECT, VM_OVERLAY], Some(&meter)).await;
+        let samples = matrix(lab, refs, o, [VM_DIRECT, VM_OVERLAY], Some(&meter)).await;
         for s in servers {
             s.stop().await;
         }
@@ -330,7 +339,7 @@ async fn build_and_measure(
         servers.extend(tools::servers(b)?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let samples = matrix(paths, o, [DIRECT, OVERLAY], None).await;
+    let samples = matrix(lab, paths, o, [DIRECT, OVERLAY], None).await;
     for s in servers {
         s.stop().await;
     }
@@ -367,13 +376,16 @@ struct CpuMeter<'a> {
 }
 
 /// Every (rep, size, path): iperf3 then sockperf, the paths' order alternating per rep; with `cpu`, the CPU
-/// each stream cost per GB.
+/// each stream cost per GB. A figure during which the lab's switch aborted is measured again, at most
+/// [`ATTEMPTS`] times, once the switch is back and the path answers ([`switch`]).
 async fn matrix(
+    lab: &Lab,
     paths: [[&Pod; 2]; 2],
     o: &DatapathOpts,
     names: [&str; 2],
     cpu: Option<&CpuMeter<'_>>,
 ) -> [Vec<Samples>; 2] {
+    let watch = switch::SwitchWatch::new(lab);
     let mut out = [
         vec![Samples::default(); o.sizes.len()],
         vec![Samples::default(); o.sizes.len()],
@@ -384,27 +396,29 @@ async fn matrix(
             for pi in order {
                 let [a, b] = paths[pi];
                 let s = &mut out[pi][si];
-                let before = cpu.and_then(|c| (c.read)().map(|v| (v, Instant::now())));
-                match tools::stream(a, &b.ip, size, o.seconds).await {
-                    Ok(st) => {
-                        s.mbps.push(st.mbps);
-                        s.retransmits.extend(st.retransmits);
-                        if let (Some(c), Some((t0, at))) = (cpu, before) {
-                            if let Some(t1) = (c.read)() {
-                                // iperf3 streams secs + the omitted first second at about the measured rate.
-                                let gb = st.mbps * (o.seconds + 1) as f64 / 8.0 / 1000.0;
-                                let busy = t1 - t0 - c.idle_rate * at.elapsed().as_secs_f64();
-                                if gb > 0.0 {
-                                    s.cpu_s_per_gb.push(busy.max(0.0) / gb);
-                                }
-                            }
-                        }
+                for attempt in 1..=ATTEMPTS {
+                    let fig = figure(a, b, size, rep, o, cpu).await;
+                    if watch.alive() {
+                        s.merge(fig);
+                        break;
                     }
-                    Err(e) => s.errors.push(format!("iperf3 run {rep}: {e:#}")),
-                }
-                match tools::ping_pong(a, &b.ip, size, o.seconds).await {
-                    Ok(pp) => s.rr.push(pp),
-                    Err(e) => s.errors.push(format!("sockperf run {rep}: {e:#}")),
+                    let why = watch.last_abort();
+                    eprintln!(
+                        "datapath: ovs-vswitchd aborted during run {rep} {size} B {} ({why}); restarting it",
+                        names[pi]
+                    );
+                    s.errors.push(format!(
+                        "run {rep}, attempt {attempt}: ovs-vswitchd aborted ({why}); figure dropped"
+                    ));
+                    let back = async {
+                        watch.restart().await?;
+                        wait_reachable(a, b, Duration::from_secs(120)).await
+                    };
+                    if let Err(e) = back.await {
+                        s.errors
+                            .push(format!("run {rep}: the switch did not come back: {e:#}"));
+                        break;
+                    }
                 }
                 eprintln!(
                     "datapath: run {rep} {size} B {}: {:?} Mbit/s, RR p50 {:?} us",
@@ -416,6 +430,44 @@ async fn matrix(
         }
     }
     out
+}
+
+/// Measures of one figure beyond the first, when the switch aborted under it.
+const ATTEMPTS: usize = 3;
+
+/// One (rep, size, path) figure: an iperf3 stream, then a sockperf ping-pong.
+async fn figure(
+    a: &Pod,
+    b: &Pod,
+    size: usize,
+    rep: usize,
+    o: &DatapathOpts,
+    cpu: Option<&CpuMeter<'_>>,
+) -> Samples {
+    let mut s = Samples::default();
+    let before = cpu.and_then(|c| (c.read)().map(|v| (v, Instant::now())));
+    match tools::stream(a, &b.ip, size, o.seconds).await {
+        Ok(st) => {
+            s.mbps.push(st.mbps);
+            s.retransmits.extend(st.retransmits);
+            if let (Some(c), Some((t0, at))) = (cpu, before) {
+                if let Some(t1) = (c.read)() {
+                    // iperf3 streams secs + the omitted first second at about the measured rate.
+                    let gb = st.mbps * (o.seconds + 1) as f64 / 8.0 / 1000.0;
+                    let busy = t1 - t0 - c.idle_rate * at.elapsed().as_secs_f64();
+                    if gb > 0.0 {
+                        s.cpu_s_per_gb.push(busy.max(0.0) / gb);
+                    }
+                }
+            }
+        }
+        Err(e) => s.errors.push(format!("iperf3 run {rep}: {e:#}")),
+    }
+    match tools::ping_pong(a, &b.ip, size, o.seconds).await {
+        Ok(pp) => s.rr.push(pp),
+        Err(e) => s.errors.push(format!("sockperf run {rep}: {e:#}")),
+    }
+    s
 }
 
 fn us_to_s(us: f64) -> f64 {

@@ -188,11 +188,14 @@ pub async fn build(
         p.netns.push((vm.name.clone(), ns.clone()));
         p.links.push((vm.name.clone(), veth.clone()));
         p.links.push((vm.name.clone(), vx.clone()));
+        // `ip link add … mtu` sets the named end only: the pod's end is set too, else its 1500-byte segments
+        // are dropped at the guest's end (its RX `dropped`) and TCP streams stall while pings pass.
         exec(
             &vm.name,
             &format!(
                 "set -e; ip netns add {ns}; \
                  ip link add {veth} mtu {inner} type veth peer name eth0 netns {ns}; \
+                 ip -n {ns} link set eth0 mtu {inner}; \
                  ip addr add {net}.1/24 dev {veth}; ip link set {veth} up; \
                  ip -n {ns} addr add {net}.2/24 dev eth0; ip -n {ns} link set lo up; ip -n {ns} link set eth0 up; \
                  ip -n {ns} route add default via {net}.1; \
