@@ -124,6 +124,27 @@ if ! api GET "$N/security-group-rules?security_group_id=$DEFAULT_SG&direction=in
   api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$DEFAULT_SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"remote_ip_prefix\":\"$EXT_CIDR\"}}" >/dev/null
 fi
 
+# The worker VMs' group: a nested-macvlan pod's traffic enters through its VM's port, so that port's groups,
+# not the pod's, decide what reaches it. Pods whose ports carry NetworkPolicy groups instead of `default`
+# (nested-vlan subports, neutron-vif) are not members of `default`'s remote group; an operator admits the pod
+# network on the workers, as this group does (docs/network-policy.md, "Peer modes").
+NODES_SG=$(find_id security-groups kuryr-lab-nodes)
+if [ -z "$NODES_SG" ]; then
+  NODES_SG=$(api POST "$N/security-groups" "{\"security_group\":{\"name\":\"kuryr-lab-nodes\",\"description\":\"worker VMs: the pod network in\",\"project_id\":\"$PROJECT_ID\"}}" | jq -r .security_group.id)
+fi
+for rule in "IPv4 $POD_CIDR" "IPv6 $POD_CIDR6"; do
+  set -- $rule
+  if ! api GET "$N/security-group-rules?security_group_id=$NODES_SG&direction=ingress&remote_ip_prefix=$2" \
+      | jq -e '.security_group_rules | length > 0' >/dev/null; then
+    api POST "$N/security-group-rules" "{\"security_group_rule\":{\"security_group_id\":\"$NODES_SG\",\"direction\":\"ingress\",\"ethertype\":\"$1\",\"remote_ip_prefix\":\"$2\"}}" >/dev/null
+  fi
+done
+for p in $(jq -r '.[].port_id' <<<"$VMS_JSON"); do
+  if ! api GET "$N/ports/$p" | jq -e --arg g "$NODES_SG" '.port.security_groups | index($g)' >/dev/null; then
+    api PUT "$N/ports/$p" "{\"port\":{\"security_groups\":[\"$DEFAULT_SG\",\"$NODES_SG\"]}}" >/dev/null
+  fi
+done
+
 # A host outside the cluster, on the external network (br-ex, physnet1): what reaches a LoadBalancer Service's
 # floating IP from there reaches it from the Internet. Not a Neutron port: an address of the flat network.
 ns=${NETNS_PREFIX}outside hl=${NETNS_PREFIX}outside-h

@@ -338,13 +338,11 @@ async fn scenario(
     };
     let (vip, vip6) = (vip.clone(), vip6.clone());
 
-    // From the VM: its own pods and the Service (retried until its LB serves). Not the namespace node's
-    // macvlan pod: with this controller (per-pod ports, NetworkPolicy on) a VM pod's pings to it go
-    // unanswered for 90 s and more, while the installed controller's (pools, no policy in the demo's
-    // namespace) are answered from the first one: a macvlan pod's ingress is filtered on the shared VM port,
-    // whose groups admit by remote group, and the subports here carry policy groups (docs/lab.md, VM nodes).
+    // From the VM: its own pods, the namespace node's macvlan pod and the Service (retried until its LB
+    // serves). The macvlan pod is reached through its VM's port, whose groups admit the pod network (the
+    // lab's `kuryr-lab-nodes`): the VM pods' subports carry policy groups, not `default` (docs/lab.md).
     // The probe has its own data0 and data1: the VM pods' extra interfaces answer on each extra network.
-    let targets: Vec<String> = [ip("vm-a"), ip("vm-b")]
+    let targets: Vec<String> = [ip("vm-a"), ip("vm-b"), ip("ns-c")]
         .into_iter()
         .chain(extra_ips.iter().cloned())
         .chain(v6_ips.iter().cloned())
