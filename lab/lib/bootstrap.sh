@@ -193,7 +193,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
   --arg region "$LAB_REGION" --arg chassis "$CHASSIS" --arg svc_range "$SVC_CIDR" \
   --arg pn "$POD_NET" --arg ps "$POD_SUBNET" --arg pc "$POD_CIDR" --arg sn "$SVC_NET" --arg ss "$SVC_SUBNET" --arg sc "$SVC_CIDR" \
   --arg ps6 "$POD_SUBNET6" --arg pc6 "$POD_CIDR6" --arg ss6 "$SVC_SUBNET6" --arg sc6 "$SVC_CIDR6" \
-  --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" \
+  --arg r "$ROUTER" --arg en "$EXT_NET" --arg es "$EXT_SUBNET" --argjson vms "$VMS_JSON" --arg nsg "$NODES_SG" \
   --arg oip "$OUTSIDE_IP" --arg kip "$KAPI_IP" --arg kport "$KAPI_PORT" --arg ksvc "$KAPI_SVC_IP" --argjson kp "$P_KAPI" \
   '{state_dir:$state, kubeconfig:$kc, clouds_yaml:$cy, cloud:(if $auth=="keystone" then "kuryr-lab" else "kuryr-lab-noauth" end),
     auth:$auth, keystone_url:(if $ks=="" then null else $ks end),
@@ -202,7 +202,7 @@ jq -n --arg state "$S" --arg kc "$S/k8s/kubeconfig" --arg cy "$S/clouds.yaml" --
     pod_network_id:$pn, pod_subnet_id:$ps, pod_subnet_cidr:$pc, service_network_id:$sn, service_subnet_id:$ss,
     service_subnet_cidr:$sc, pod_subnet_v6_id:$ps6, pod_subnet_v6_cidr:$pc6, service_subnet_v6_id:$ss6,
     service_subnet_v6_cidr:$sc6, router_id:$r, external_network_id:$en, external_subnet_id:$es,
-    octavia_providers:["ovn","amphora"], vms:$vms,
+    octavia_providers:["ovn","amphora"], vms:$vms, nodes_security_group_id:$nsg,
     outside:{netns:"'"${NETNS_PREFIX}outside"'", ip:$oip},
     apiserver:{ip:$kip, port:$kp, port_id:$kport, netns:"'"${NETNS_PREFIX}kapi"'", service_ip:$ksvc}}' >"$S/lab.json.tmp"
 mv "$S/lab.json.tmp" "$S/lab.json"
