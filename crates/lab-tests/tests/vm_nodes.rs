@@ -6,8 +6,9 @@
 //! nested-macvlan and one controller wires both kinds of node.
 //!
 //! Checks: pods on the VM are VLAN subports of its trunk (each at the VLAN its KuryrPort names); from the
-//! VM they reach each other and a Service VIP (an OVN load balancer), and a pod on a namespace node
-//! (nested-macvlan) reaches them (ICMP, HTTP), all through OVN; a NetworkPolicy admitting one client only drops the other's
+//! VM they reach each other, a pod on a namespace node (nested-macvlan, through its VM's port and the lab's
+//! `kuryr-lab-nodes` group) and a Service VIP (an OVN load balancer), and that pod reaches them back (ICMP,
+//! HTTP), all through OVN; a NetworkPolicy admitting one client only drops the other's
 //! packets (the subport's security groups, enforced by OVN); deleting the pods leaves no Neutron port, no
 //! subport and no VLAN device in the VM. Every pod also asks for two more networks (NetworkAttachmentDefinitions):
 //! the VM's pods get them as `data0` and `data1`, a subport of its own each on another VLAN, and the probe in
