@@ -432,7 +432,7 @@ async fn matrix(
     out
 }
 
-/// Measures of one figure beyond the first, when the switch aborted under it.
+/// Measures of one figure at most (the first included) while the switch keeps aborting under it.
 const ATTEMPTS: usize = 3;
 
 /// One (rep, size, path) figure: an iperf3 stream, then a sockperf ping-pong.
