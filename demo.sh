@@ -43,6 +43,44 @@ done
 KURYR_INSTALL_NAMESPACE=kuryr-demo KURYR_INSTALL_POLICY_NAMESPACE=kuryr-demo-policy lab/lab kuryr install
 lab/lab kuryr status | sed 's/^/  /'
 lab_json() { jq -r ".$1" "$KURYR_LAB_STATE/lab.json"; }
+# A request through a Ready Service (or its floating IP) that goes unanswered fails the demo: it is listed at the
+# end and the exit status is 1, so a regression never passes as a shown failure.
+FAILED=()
+unanswered() { FAILED+=("$1"); }
+ANSWERED=()
+# requests FROM URL N WAIT CMD...: after the first answer (waiting up to WAIT s), N requests run through CMD
+# (a namespace prefix), each printed with the pod that answered.
+requests() {
+  local from=$1 url=$2 n=$3 wait=$4 i ans; shift 4
+  answers() { "$@" curl -s -m 3 "$url" 2>/dev/null | grep -q .; }
+  waitfor "an answer from $url" "$wait" answers "$@" || true
+  for ((i = 1; i <= n; i++)); do
+    ans=$("$@" curl -s -m 3 "$url" 2>/dev/null || true)
+    printf '  %s → %s : %s\n' "$from" "$url" "${ans:-no answer}"
+    if [ -n "$ans" ]; then ANSWERED+=("$ans"); else unanswered "$from → $url (request $i of $n)"; fi
+  done
+}
+# backends WHAT POD...: which of the Service's pods answered the requests made since the last call.
+backends() {
+  local what=$1 p name got=0 all=0 missing=(); shift
+  for p in "$@"; do
+    name=${p%% *}; all=$((all + 1))
+    if printf '%s\n' "${ANSWERED[@]}" | grep -qx "$name"; then got=$((got + 1)); else missing+=("$name"); fi
+  done
+  echo "  $what: answered by $got of its $all pods${missing:+ (not by ${missing[*]})}"
+  ANSWERED=()
+}
+finish() {
+  echo
+  if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "== FAILED: ${#FAILED[@]} request(s) through Ready Services went unanswered:"
+    printf '  %s\n' "${FAILED[@]}"
+    echo "  (docs/lab.md, Troubleshooting; kubectl -n kube-system logs deploy/kuryr-controller)"
+    exit 1
+  fi
+  echo "== every request through a Service was answered"
+  exit 0
+}
 echo
 echo "== kuryr-daemon on each kubelet node (the DaemonSet's pods; kubectl -n kube-system logs ds/kuryr-daemon)"
 for n in $(kubectl get nodes -l kuryr.lab/kubelet=true -o name); do
@@ -107,7 +145,7 @@ pods=()
 while read -r name ip node cid; do
   [ -n "$cid" ] || continue
   pid=$(ctr --address "$LAB_STATE/nodes/$node/containerd.sock" -n k8s.io tasks ls 2>/dev/null | awk -v c="${cid#containerd://}" '$1==c {print $2}')
-  [ -n "$pid" ] && pods+=("$name $ip $pid")
+  [ -n "$pid" ] && pods+=("$name $ip $pid $node")
 done < <(kubectl -n kuryr-demo get pods -l app=demo --field-selector=status.phase=Running \
   -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.status.containerStatuses[0].containerID}{"\n"}{end}')
 if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
@@ -123,34 +161,23 @@ if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
   done
 fi
 echo
-echo "== requests through a Service (a pod's namespace → the clusterIP of Service demo → its Octavia ovn LB → a demo pod's httpd)"
+# From a worker VM that runs none of the demo's pods: a nested-macvlan pod reaches, through an ovn load
+# balancer, only the backends on other VMs (its VM's port and conntrack zone are its own backends' too:
+# docs/cni.md, Troubleshooting), so the demo's own pods ask the Services of other VMs below.
+spare=$(jq -r --argjson k "$LAB_KUBELETS" '.vms[$k:][0] // empty | "\(.name) \(.netns)"' "$KURYR_LAB_STATE/lab.json")
 vip=$(kubectl -n kuryr-demo get service demo -o jsonpath='{.spec.clusterIP}')
-if [ ${#pods[@]} -eq 0 ] || [ -z "$vip" ]; then echo "  (no running pods or no clusterIP)"; else
-  set -- ${pods[0]}; from=$1 pid=$3
-  answers() { nsenter -t "$pid" -n curl -s -m 3 "http://$vip/" 2>/dev/null | grep -q .; }
-  waitfor "an answer from http://$vip/" 60 answers || true
-  for i in 1 2 3 4 5 6; do
-    ans=$(nsenter -t "$pid" -n curl -s -m 3 "http://$vip/" 2>/dev/null || true)
-    printf '  %s → http://%s/ : %s\n' "$from" "$vip" "${ans:-no answer}"
-  done
+echo "== requests through a Service (VM ${spare%% *}, which runs none of its pods → the clusterIP $vip of Service demo → its Octavia ovn LB → a demo pod's httpd, which answers with its name)"
+if [ ${#pods[@]} -eq 0 ] || [ -z "$vip" ]; then unanswered "Service demo: no running pods or no clusterIP"
+elif [ -z "$spare" ]; then echo "  (no lab VM without a kubelet node: KURYR_LAB_VMS > KURYR_LAB_KUBELETS shows this)"; else
+  requests "${spare%% *}" "http://$vip/" 8 60 ip netns exec "${spare#* }"
+  backends "Service demo" "${pods[@]}"
 fi
 echo
 fip=$(kubectl -n kuryr-demo get kuryrloadbalancer demo-public -o jsonpath='{.status.service_pub_ip_info.ip_addr}' 2>/dev/null || true)
 echo "== from outside the cluster (netns ${NETNS_PREFIX}outside on the external network, $OUTSIDE_IP) → floating IP ${fip:-?} of Service demo-public"
-if [ -z "$fip" ]; then echo "  (no floating IP yet: kubectl -n kuryr-demo describe kuryrloadbalancer demo-public)"; else
-  outside() { ip netns exec "${NETNS_PREFIX}outside" curl -s -m 3 "http://$fip/" 2>/dev/null | grep -q .; }
-  waitfor "an answer from http://$fip/" 60 outside || true
-  for i in 1 2 3; do
-    ans=$(ip netns exec "${NETNS_PREFIX}outside" curl -s -m 3 "http://$fip/" 2>/dev/null || true)
-    printf '  outside → http://%s/ : %s\n' "$fip" "${ans:-no answer}"
-  done
-fi
-# OVN before 23.06 resolves a macvlan pod's IP, for routed traffic, to its VM's first VRRP MAC (docs/cni.md,
-# Troubleshooting): the requests above then reach only one pod of each VM (and the client itself).
-ovn=$(ovn-northd --version 2>/dev/null | awk 'NR==1{print $2}')
-if [ "$driver" = nested-macvlan ] && [ -n "$ovn" ] && printf '%s\n' "$ovn" 23.06 | sort -V -C; then
-  echo "  note: this lab's OVN is $ovn: routed traffic (these Services, floating IPs) reaches only the first"
-  echo "        macvlan pod of each VM; 'no answer' above is that (fixed in OVN 23.06; docs/cni.md, Troubleshooting)"
+if [ -z "$fip" ]; then unanswered "Service demo-public: no floating IP (kubectl -n kuryr-demo describe kuryrloadbalancer demo-public)"; else
+  requests outside "http://$fip/" 6 60 ip netns exec "${NETNS_PREFIX}outside"
+  backends "Service demo-public" "${pods[@]}"
 fi
 echo
 kvip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
@@ -163,6 +190,7 @@ if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
   waitfor "an answer from https://$kvip/version" 120 kapi_ok || true
   ver=$(kapi 2>/dev/null | jq -r .gitVersion 2>/dev/null || true)
   printf '  %s → https://%s/version (its ServiceAccount token, the cluster CA): %s\n' "$from" "$kvip" "${ver:-no answer}"
+  [ -n "$ver" ] || unanswered "$from → https://$kvip/version (Service default/kubernetes)"
 fi
 echo
 echo "== Kubernetes Nodes (vm1..3: the lab VMs, no kubelet; kubelet-vm1/2: real nodes on vm1/vm2)"
@@ -182,10 +210,10 @@ echo
 # nested-vlan for real: a qemu guest (Debian's kernel has 802.1Q) whose NIC is bound to a Neutron trunk's parent
 # port; its pods are VLAN subports that OVN handles (docs/lab.md, "VM nodes"). KURYR_DEMO_VM_NODE=0 skips it.
 echo "== nested-vlan on a real VM: node qvm1 (qemu guest, containerd + kubelet + kuryr-daemon inside; lab/lab vms up)"
-if [ "${KURYR_DEMO_VM_NODE:-1}" = 0 ]; then echo "  skipped: KURYR_DEMO_VM_NODE=0"; exit 0; fi
+if [ "${KURYR_DEMO_VM_NODE:-1}" = 0 ]; then echo "  skipped: KURYR_DEMO_VM_NODE=0"; finish; fi
 lab/lab vms up 2>&1 | sed 's/^/  /'
 if [ -f "$KURYR_LAB_STATE/vm-nodes/unavailable" ]; then
-  echo "  not shown: $(cat "$KURYR_LAB_STATE/vm-nodes/unavailable")"; exit 0
+  echo "  not shown: $(cat "$KURYR_LAB_STATE/vm-nodes/unavailable")"; finish
 fi
 kubectl get node qvm1 -o custom-columns='NODE:.metadata.name,INTERNAL-IP:.status.addresses[?(@.type=="InternalIP")].address,READY:.status.conditions[?(@.type=="Ready")].status,POD-VIF:.metadata.labels.kuryr\.openstack\.org/pod-vif,KERNEL:.status.nodeInfo.kernelVersion' | sed 's/^/  /'
 kubectl apply -f examples/demo-vm.yaml | sed 's/^/  /'
@@ -247,12 +275,9 @@ YAML
   if [ ${#pods[@]} -gt 0 ] && [ -n "$vmvip" ]; then
     set -- ${pods[0]}; from=$1 pid=$3
     echo "  requests from $from (macvlan, $2) → Service demo-vm (clusterIP $vmvip → Octavia ovn LB → members on qvm1's subports):"
-    vm_answers() { nsenter -t "$pid" -n curl -s -m 3 "http://$vmvip/" 2>/dev/null | grep -q .; }
-    waitfor "an answer from http://$vmvip/" 120 vm_answers || true
-    for i in 1 2 3 4; do
-      ans=$(nsenter -t "$pid" -n curl -s -m 3 "http://$vmvip/" 2>/dev/null || true)
-      printf '    → http://%s/ : %s\n' "$vmvip" "${ans:-no answer}"
-    done
+    requests "$from" "http://$vmvip/" 4 120 nsenter -t "$pid" -n
+    backends "Service demo-vm" $(kubectl -n kuryr-demo get pods -l app=demo-vm --field-selector=status.phase=Running -o name | sed 's|^pod/||')
   fi
 fi
 echo "  (the VM keeps running for a second ./demo.sh; lab/lab vms down stops it)"
+finish

@@ -50,11 +50,14 @@ stage clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # minutes rather than after the integration tests.
 stage fuzzlint cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked \
   --target-dir "${KURYR_FUZZ_CACHE:-/var/cache/kuryr-rs}/fuzz-target/check" -- -D warnings
-# nested-vlan end to end on the VM node (tests/vm_nodes.rs) in stages of its own: the guest (TCG) idles at about
-# a third of a core, so it runs only around its test; the workspace run below skips that one test.
+# The tests that need the VM node in stages of their own: nested-vlan end to end (tests/vm_nodes.rs) and routed
+# traffic to nested-macvlan pods from every kind of client, the VM's pods included (tests/macvlan_services.rs).
+# The guest (TCG) idles at about a third of a core, so it runs only around them; the workspace run below skips
+# those two tests.
 stage vms lab/lab vms up
-stage vmtest cargo test --locked -p lab-tests --test vm_nodes
+stage vmtest cargo test --locked -p lab-tests --test vm_nodes --test macvlan_services
 stage vmsdown lab/lab vms down
-stage test cargo test --workspace --locked --no-fail-fast -- --skip pods_on_a_vm_node_are_vlan_subports
+stage test cargo test --workspace --locked --no-fail-fast -- --skip pods_on_a_vm_node_are_vlan_subports \
+  --skip every_macvlan_backend_answers_through_its_services
 stage fuzz fuzz/run
 report

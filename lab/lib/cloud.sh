@@ -35,8 +35,8 @@ mariadb_up() {
 ovn_up() {
   local t; t=$(now)
   if ! running ovn-nb; then
-    [ -f "$S/ovn/nb.db" ] || ovsdb-tool create "$S/ovn/nb.db" /usr/share/ovn/ovn-nb.ovsschema
-    [ -f "$S/ovn/sb.db" ] || ovsdb-tool create "$S/ovn/sb.db" /usr/share/ovn/ovn-sb.ovsschema
+    [ -f "$S/ovn/nb.db" ] || ovsdb-tool create "$S/ovn/nb.db" "$OVN_ROOT/usr/share/ovn/ovn-nb.ovsschema"
+    [ -f "$S/ovn/sb.db" ] || ovsdb-tool create "$S/ovn/sb.db" "$OVN_ROOT/usr/share/ovn/ovn-sb.ovsschema"
     OVS_RUNDIR=$S/ovn ovsdb-server "$S/ovn/nb.db" --remote="punix:$S/ovn/nb.sock" --remote="ptcp:$P_NB:127.0.0.1" \
       --pidfile="$(pidfile ovn-nb)" --unixctl="$S/ovn/nb.ctl" --log-file="$S/ovn/nb.log" --detach --no-chdir
     OVS_RUNDIR=$S/ovn ovsdb-server "$S/ovn/sb.db" --remote="punix:$S/ovn/sb.sock" --remote="ptcp:$P_SB:127.0.0.1" \
@@ -48,7 +48,7 @@ ovn_up() {
   # Neutron's maintenance worker writes this ~40 s after start; LBs made before it get a black-holing VIP MAC.
   $NBCTL set NB_Global . options:ignore_lsp_down=false
   if ! running ovs-ovsdb; then
-    [ -f "$S/ovs/conf.db" ] || ovsdb-tool create "$S/ovs/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+    [ -f "$S/ovs/conf.db" ] || ovsdb-tool create "$S/ovs/conf.db" "$OVN_ROOT/usr/share/openvswitch/vswitch.ovsschema"
     ovsdb-server "$S/ovs/conf.db" --remote="punix:$S/ovs/db.sock" --remote=db:Open_vSwitch,Open_vSwitch,manager_options \
       --pidfile="$(pidfile ovs-ovsdb)" --unixctl="$S/ovs/ovsdb-server.ctl" --log-file="$S/ovs/ovsdb.log" --detach --no-chdir
     $VSCTL --no-wait init

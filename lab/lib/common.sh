@@ -11,6 +11,9 @@ KUBE_VERSION=${KURYR_LAB_K8S:-1.37.2}
 KUBE_BIN=${KUBE_BIN:-$LAB_CACHE/kube-$KUBE_VERSION/bin}
 # The lab's scripts use the kubectl of the lab's release (the machine's may be several minors behind).
 [ -d "$KUBE_BIN" ] && PATH=$KUBE_BIN:$PATH
+# OVN and OVS: trixie's, unpacked with their own libc by lib/newer-debs.sh (bookworm's are older than Neutron 29
+# supports); their schemas are read from this tree.
+OVN_ROOT=$LAB_CACHE/debs/ovn-current
 LAB_VMS=${KURYR_LAB_VMS:-3}
 # How many of the VMs also get a real node: containerd + kubelet + kuryr-daemon (lib/kubelet-nodes.sh).
 LAB_KUBELETS=${KURYR_LAB_KUBELETS:-2}

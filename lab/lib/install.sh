@@ -5,10 +5,10 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-# etcd and containerd come from Debian's newer suites (lib/newer-debs.sh): bookworm's are too old for the lab's
-# Kubernetes. Go is the machine's own (>= the release's go.mod); bookworm's golang-go 1.19 is too old.
+# etcd, containerd, OVN and OVS come from Debian's newer suites (lib/newer-debs.sh): bookworm's are too old for the
+# lab's Kubernetes and Neutron. Go is the machine's own (>= the release's go.mod); bookworm's golang-go 1.19 is too old.
 APT_PACKAGES=(mariadb-server rabbitmq-server
-  openvswitch-switch ovn-central ovn-host containernetworking-plugins iproute2 ethtool jq curl bc openssl
+  containernetworking-plugins patchelf iproute2 ethtool jq curl bc openssl
   python3-venv procps psmisc kmod iputils-ping socat
   qemu-system-x86 busybox-static cpio runc gcc)
 

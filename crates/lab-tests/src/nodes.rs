@@ -162,3 +162,47 @@ pub async fn ready(client: &kube::Client, selector: &str) -> anyhow::Result<Vec<
         .map(|n| n.name_any())
         .collect())
 }
+
+/// Creates `pod` (its restart policy set to `Never`), waits until it has run to its end and returns its
+/// termination message as kubelet reports it, then deletes it. For checks inside nodes the API server cannot
+/// exec into (the VM nodes): the pod's script writes what it found to `/dev/termination-log`.
+pub async fn run_to_end(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    mut pod: k8s_openapi::api::core::v1::Pod,
+    timeout: std::time::Duration,
+) -> anyhow::Result<String> {
+    use kube::ResourceExt;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.restart_policy = Some("Never".into());
+    }
+    let name = pod.name_any();
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    pods.create(&kube::api::PostParams::default(), &pod).await?;
+    let deadline = std::time::Instant::now() + timeout;
+    let message = loop {
+        let p = pods.get(&name).await?;
+        let status = p.status.unwrap_or_default();
+        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+            break status
+                .container_statuses
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|c| c.state.and_then(|s| s.terminated).and_then(|t| t.message))
+                .unwrap_or_default();
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "pod {name} on {node} not done within {timeout:?}: {:?}",
+                status.phase
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    };
+    let _ = pods.delete(&name, &kube::api::DeleteParams::default()).await;
+    eprintln!("{name} on {node}:\n{message}");
+    Ok(message)
+}

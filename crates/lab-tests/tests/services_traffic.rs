@@ -9,20 +9,22 @@
 //! backend; a UDP Service answers; a health-monitored Service stops sending to a backend whose server
 //! was killed. Namespaces, OVS ports and Neutron ports are removed whatever happens.
 
+mod plugged;
 mod simnets;
 mod svc_common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{bail, ensure};
 use kuryr_api::k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset};
 use kuryr_api::{annotations, Api, Endpoints, ObjectMeta, PostParams};
-use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
+use kuryr_openstack::neutron::ports;
 use kuryr_openstack::neutron::security_groups;
-use kuryr_openstack::{Cloud, Owner};
+use kuryr_openstack::Owner;
 use lab_tests::Lab;
+use plugged::{plug, Attach, Plugged};
 use svc_common::{mk_service, shape, Backend, Harness};
 
 const SERVER: &str = r#"
@@ -62,137 +64,6 @@ for _ in range(n):
     except Exception as e:
         print("ERR")
 "#;
-
-/// A namespace plugged into OVN as a Neutron port; removed (with its processes) on drop.
-struct Plugged {
-    ns: String,
-    host_if: String,
-    ovs_db: String,
-    port_id: String,
-    ip: String,
-    servers: Vec<Child>,
-}
-
-impl Drop for Plugged {
-    fn drop(&mut self) {
-        for c in &mut self.servers {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("ovs-vsctl")
-            .args([
-                &format!("--db=unix:{}", self.ovs_db),
-                "--if-exists",
-                "del-port",
-                "br-int",
-                &self.host_if,
-            ])
-            .output();
-        let _ = Command::new("ip").args(["link", "del", &self.host_if]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(cmd).args(args).output()?;
-    ensure!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}
-
-async fn plug(
-    lab: &Lab,
-    cloud: &Cloud,
-    owner: &Owner,
-    sg: &str,
-    name: &str,
-    run_id: &str,
-) -> anyhow::Result<Plugged> {
-    let port = ports::create(
-        cloud,
-        &CreatePort {
-            name: Some(format!("svc-traffic-{run_id}-{name}")),
-            fixed_ips: vec![FixedIpRequest {
-                subnet_id: Some(lab.pod_subnet_id.clone()),
-                ip_address: None,
-            }],
-            device_owner: Some("compute:kuryr-test".into()),
-            binding_host_id: Some(lab.chassis.clone()),
-            // Port security stays on: with it off ML2/OVN writes the LSP addresses as just `unknown`, and the
-            // ovn provider then cannot find the member's port for its health monitor ("Logical_Switch_Port not
-            // found"). The group lets in the client and the provider's health-monitor port (both on the pod
-            // subnet).
-            security_groups: Some(vec![sg.to_owned()]),
-            tags: owner.tags()?,
-            ..CreatePort::on_network(&lab.pod_network_id)
-        },
-    )
-    .await?;
-    let ip = port
-        .fixed_ips
-        .first()
-        .map(|f| f.ip_address.clone())
-        .context("port without IP")?;
-    let mut p = Plugged {
-        ns: format!("ksv{run_id}{name}"),
-        host_if: format!("ksv{run_id}{name}h"),
-        ovs_db: lab.state_dir.join("ovs/db.sock").display().to_string(),
-        port_id: port.id.clone(),
-        ip: ip.clone(),
-        servers: Vec::new(),
-    };
-    let (ns, hl, guest) = (p.ns.clone(), p.host_if.clone(), format!("ksv{run_id}{name}g"));
-    run("ip", &["netns", "add", &ns])?;
-    run(
-        "ip",
-        &["link", "add", &hl, "type", "veth", "peer", "name", &guest],
-    )?;
-    run("ip", &["link", "set", &guest, "netns", &ns])?;
-    run("ip", &["-n", &ns, "link", "set", &guest, "name", "eth0"])?;
-    run(
-        "ip",
-        &["-n", &ns, "link", "set", "eth0", "address", &port.mac_address],
-    )?;
-    let prefix = lab.pod_subnet_cidr.split('/').nth(1).unwrap_or("18");
-    run(
-        "ip",
-        &["-n", &ns, "addr", "add", &format!("{ip}/{prefix}"), "dev", "eth0"],
-    )?;
-    // Userspace OVS conntrack sees bad L4 checksums from offloaded veths (test-environment.md).
-    run(
-        "ip",
-        &["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
-    )?;
-    run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
-    run("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
-    run("ip", &["-n", &ns, "route", "add", "default", "via", "198.18.0.1"])?;
-    run("ip", &["link", "set", &hl, "up"])?;
-    run(
-        "ovs-vsctl",
-        &[
-            &format!("--db=unix:{}", p.ovs_db),
-            "--may-exist",
-            "add-port",
-            "br-int",
-            &hl,
-            "--",
-            "set",
-            "Interface",
-            &hl,
-            &format!("external_ids:iface-id={}", port.id),
-        ],
-    )?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ports::get(cloud, &port.id).await?.status != "ACTIVE" {
-        ensure!(Instant::now() < deadline, "port {} of {name} not ACTIVE", port.id);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    p.servers.clear();
-    Ok(p)
-}
 
 fn serve(p: &mut Plugged, name: &str, ports: &[&str], dir: &std::path::Path) -> anyhow::Result<usize> {
     let script = dir.join("server.py");
@@ -330,8 +201,21 @@ async fn traffic(
         &security_groups::CreateRule::ingress(&sg.id).from_cidr(&lab.pod_subnet_cidr),
     )
     .await?;
+    let at = Attach::pod_network(lab);
+    let prefix = format!("ksv{run_id}");
     for name in ["b0", "b1", "b2", "c"] {
-        plugged.push(plug(lab, cloud, owner, &sg.id, name, run_id).await?);
+        plugged.push(
+            plug(
+                lab,
+                cloud,
+                owner,
+                std::slice::from_ref(&sg.id),
+                &at,
+                &prefix,
+                name,
+            )
+            .await?,
+        );
     }
     let mut hm_server = 0;
     for (i, name) in ["b0", "b1", "b2"].iter().enumerate() {

@@ -496,35 +496,8 @@ async fn run_probe(
     host_network: bool,
 ) -> anyhow::Result<String> {
     let wrapped = format!("( {script} ) > /dev/termination-log 2>&1");
-    let mut p = pod(name, node, labels, &["sh", "-c", &wrapped], host_network)?;
-    if let Some(spec) = p.spec.as_mut() {
-        spec.restart_policy = Some("Never".into());
-    }
-    pods.create(&PostParams::default(), &p).await?;
-    let deadline = Instant::now() + RUNNING_TIMEOUT;
-    let message = loop {
-        let p = pods.get(name).await?;
-        let status = p.status.unwrap_or_default();
-        let done = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
-        if done {
-            break status
-                .container_statuses
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|c| c.state.and_then(|s| s.terminated).and_then(|t| t.message))
-                .unwrap_or_default();
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "probe {name} on {node} not done within {RUNNING_TIMEOUT:?}: {:?}",
-                status.phase
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    };
-    let _ = pods.delete(name, &DeleteParams::default()).await;
-    eprintln!("{name} on {node}:\n{message}");
-    Ok(message)
+    let p = pod(name, node, labels, &["sh", "-c", &wrapped], host_network)?;
+    lab_tests::nodes::run_to_end(pods, p, RUNNING_TIMEOUT).await
 }
 
 fn pod(
