@@ -199,8 +199,9 @@ async fn scenario(
     vm_node: Option<&str>,
     routed: &mut Routed,
 ) -> anyhow::Result<()> {
-    // Another network on the lab's router, a /28 of 198.18.64.0/18 (outside the pod subnet and the namespace
-    // networks' pool), and a host on it. Its port is in the project's `default` group, which the worker VMs'
+    // Another network on the lab's router, a /28 in 198.18.80.0-198.18.127.255 (outside the pod subnet, the
+    // installed controller's namespace pool 198.18.64.0/20 and the tests' pools in 198.18.128.0/17), and a
+    // host on it. Its port is in the project's `default` group, which the worker VMs'
     // ports admit (their pods' traffic passes their VM's port), and in a group of its own admitting the pods.
     let net = networks::create(
         cloud,
@@ -209,7 +210,7 @@ async fn scenario(
     )
     .await?;
     routed.network_id = Some(net.id.clone());
-    let third = 64 + fastrand::u8(..64);
+    let third = 80 + fastrand::u8(..48);
     let cidr = format!("198.18.{third}.{}/28", 16 * fastrand::u8(..16));
     let mut sub = subnets::CreateSubnet::v4(&net.id, cidr.clone());
     sub.enable_dhcp = Some(false);
