@@ -206,3 +206,22 @@ pub async fn run_to_end(
     eprintln!("{name} on {node}:\n{message}");
     Ok(message)
 }
+
+/// The name of the lab's Ready VM node (`kuryr.lab/vm-node=true`, `lab/lab vms up`). `None` (after saying why)
+/// only where this machine cannot run the guest, as lab/lib/vm-nodes.sh recorded in `vm-nodes/unavailable`;
+/// otherwise a missing node is an error saying how to start one.
+pub async fn vm_node(lab: &Lab, client: &kube::Client) -> anyhow::Result<Option<String>> {
+    const VM_LABEL: &str = "kuryr.lab/vm-node=true";
+    let dir = lab.state_dir.join("vm-nodes");
+    if let Ok(why) = std::fs::read_to_string(dir.join("unavailable")) {
+        eprintln!("SKIP: this machine cannot run the lab's VM node: {}", why.trim());
+        return Ok(None);
+    }
+    match ready(client, VM_LABEL).await?.into_iter().next() {
+        Some(name) => Ok(Some(name)),
+        None => anyhow::bail!(
+            "no Ready VM node ({VM_LABEL}): start one with `lab/lab vms up` (logs: {}/*/log/)",
+            dir.display()
+        ),
+    }
+}

@@ -43,7 +43,6 @@ use plugged::{plug, Attach, Plugged};
 use serde_json::json;
 
 const KUBELET_LABEL: &str = "kuryr.lab/kubelet=true";
-const VM_LABEL: &str = "kuryr.lab/vm-node=true";
 /// Backends: the Deployment spreads them evenly, so two per kubelet node.
 const BACKENDS: usize = 4;
 const HTTP_PORT: u16 = 8080;
@@ -67,7 +66,7 @@ async fn every_macvlan_backend_answers_through_its_services_from_each_node_anoth
         knodes.len() >= 2,
         "this test needs two Ready kubelet nodes ({KUBELET_LABEL}), found {knodes:?}: run lab/lab up"
     );
-    let vm_node = vm_node(&lab, &client).await?;
+    let vm_node = lab_tests::nodes::vm_node(&lab, &client).await?;
     lab_tests::cluster::install_crds(&client).await?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(
         Some(lab.clouds_yaml.clone()),
@@ -409,7 +408,7 @@ async fn scenario(
             let answers: Vec<String> = out.lines().map(|l| l.trim().to_owned()).collect();
             report.push(judge(&format!("client-vm on {node} → {vip}"), &answers, &all));
         }
-        None => eprintln!("SKIP (the VM node part only): this machine cannot run the lab's VM node"),
+        None => eprintln!("SKIP (the VM node part only): see above"),
     }
     // Every client's result is reported, then the failures fail the test.
     let failed: Vec<String> = report
@@ -545,25 +544,4 @@ fn netns(ns: &str, cmd: &[&str]) -> String {
 /// A ping answered within a few tries (the first may wait for ARP through the router).
 fn pings(ping: impl Fn() -> String) -> bool {
     (0..5).any(|_| ping().contains(" 0% packet loss"))
-}
-
-/// The lab's VM node, Ready; `None` (said by the caller) only where this machine cannot run the guest, as
-/// lab/lib/vm-nodes.sh recorded in `vm-nodes/unavailable`; otherwise a missing node is a failure.
-async fn vm_node(lab: &Lab, client: &Client) -> anyhow::Result<Option<String>> {
-    let dir = lab.state_dir.join("vm-nodes");
-    if let Ok(why) = std::fs::read_to_string(dir.join("unavailable")) {
-        eprintln!("this machine cannot run the lab's VM node: {}", why.trim());
-        return Ok(None);
-    }
-    match lab_tests::nodes::ready(client, VM_LABEL)
-        .await?
-        .into_iter()
-        .next()
-    {
-        Some(n) => Ok(Some(n)),
-        None => bail!(
-            "no Ready VM node ({VM_LABEL}): start one with `lab/lab vms up` (logs: {}/*/log/)",
-            dir.display()
-        ),
-    }
 }

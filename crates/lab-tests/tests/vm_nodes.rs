@@ -39,7 +39,6 @@ use lab_tests::Lab;
 use serde::Deserialize;
 use serde_json::json;
 
-const VM_LABEL: &str = "kuryr.lab/vm-node=true";
 const KUBELET_LABEL: &str = "kuryr.lab/kubelet=true";
 /// Generous bounds: the VM is emulated (TCG), a pod start there takes tens of seconds.
 const RUNNING_TIMEOUT: Duration = Duration::from_secs(600);
@@ -578,25 +577,12 @@ async fn wait_ports_gone(cloud: &Cloud, cluster_id: &str) -> anyhow::Result<()> 
     }
 }
 
-/// The lab's VM node, Ready. `None` (after saying why) only where this machine cannot run the guest, as
-/// lab/lib/vm-nodes.sh recorded in `vm-nodes/unavailable`; otherwise a missing node is a failure.
+/// The lab's VM node, Ready, as lab/lib/vm-nodes.sh recorded it (`None`: this machine cannot run one).
 async fn vm_node(lab: &Lab, client: &Client) -> anyhow::Result<Option<VmNode>> {
-    let dir = lab.state_dir.join("vm-nodes");
-    if let Ok(why) = std::fs::read_to_string(dir.join("unavailable")) {
-        eprintln!("SKIP: this machine cannot run the lab's VM node: {}", why.trim());
+    let Some(name) = lab_tests::nodes::vm_node(lab, client).await? else {
         return Ok(None);
-    }
-    let Some(name) = lab_tests::nodes::ready(client, VM_LABEL)
-        .await?
-        .into_iter()
-        .next()
-    else {
-        bail!(
-            "no Ready VM node ({VM_LABEL}): start one with `lab/lab vms up` (logs: {}/*/log/)",
-            dir.display()
-        );
     };
-    let path = dir.join(&name).join("vm.json");
+    let path = lab.state_dir.join("vm-nodes").join(&name).join("vm.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let vm: VmNode = serde_json::from_str(&text)?;
     ensure!(!vm.port_id.is_empty(), "{}: no port", path.display());
