@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 [ "$(id -u)" = 0 ] || { echo "demo.sh needs root (network namespaces, OVS)" >&2; exit 1; }
+# The nodes' first kuryr-daemon comes from the image's static build (deploy/image/build-bins), which the image
+# then reuses: a first run compiles the Rust tree once.
+export KURYR_LAB_BINARIES=${KURYR_LAB_BINARIES:-static}
 lab/lab up
 eval "$(lab/lab env)"
 echo

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of kuryr-rs, installing what it needs: starts the lab (real Kubernetes + Keystone + Neutron on
-# ML2/OVN + Octavia; cached after the first run), then formatting and lint checks, then the VM node's test (its
-# qemu guest up only around it), then every unit and integration test of the workspace against that lab, then
-# every fuzz target for 30 s (fuzz/run, docs/fuzzing.md).
+# ML2/OVN + Octavia; cached after the first run), then formatting and lint checks, builds every test, runs the VM
+# node's tests (its qemu guest up only around them), then every other unit and integration test of the workspace
+# against that lab, several binaries at a time (lab/run-tests), then every fuzz target for 30 s (fuzz/run,
+# docs/fuzzing.md).
 # Idempotent; leaves the lab running (`lab/lab down` stops it).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -54,10 +55,19 @@ stage fuzzlint cargo clippy --manifest-path fuzz/Cargo.toml --bins --locked \
 # traffic to nested-macvlan pods from every kind of client, the VM's pods included (tests/macvlan_services.rs).
 # The guest (TCG) idles at about a third of a core, so it runs only around them; the workspace run below skips
 # those two tests.
+# Every test binary, and the workspace binaries the lab tests start (`cargo build -p <package> --bin <bin>`, the
+# form lab_tests::cluster::workspace_binary uses, so their calls find them fresh), built once before any runs.
+build() {
+  cargo test --workspace --locked --no-run &&
+    cargo build --locked -p kuryr-controller --bin kuryr-controller &&
+    cargo build --locked -p kuryrctl --bin kuryrctl &&
+    cargo build --locked -p kuryr-cni --bins
+}
+stage build build
 stage vms lab/lab vms up
 stage vmtest cargo test --locked -p lab-tests --test vm_nodes --test macvlan_services
 stage vmsdown lab/lab vms down
-stage test cargo test --workspace --locked --no-fail-fast -- --skip pods_on_a_vm_node_are_vlan_subports \
-  --skip every_macvlan_backend_answers_through_its_services
+# The rest, several test binaries at a time (lab/run-tests: which share the lab and which run alone).
+stage test lab/run-tests --lanes "${KURYR_TEST_LANES:-3}" --skip vm_nodes --skip macvlan_services
 stage fuzz fuzz/run
 report

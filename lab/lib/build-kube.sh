@@ -2,7 +2,7 @@
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl of $KUBE_VERSION from the
 # `k8s.io/kubernetes` Go module and its staging modules (k8s.io/api, client-go, ... at v0.<minor>.<patch>) into
 # $KUBE_BIN. No prebuilt Kubernetes binary is reachable from these machines; the Go module proxy is.
-# Cached by version: a second call returns at once. Cold: ~25 min on 2 cores (docs/lab.md has the measured time).
+# Cached by version: a second call returns at once. Cold: ~12 min on 2 cores (docs/lab.md has the measured time), with a progress line every 30 s.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -42,12 +42,18 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
   ld="$ld -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 done
-log "building $want $KUBE_VERSION with $(go version | awk '{print $3}'); log: $work/build.log"
 mkdir -p "$out.tmp"
-( cd "$tree" && go mod download >"$work/mod.log" 2>&1 \
-  && go build -trimpath -tags providerless -ldflags "$ld" -o "$out.tmp/" \
-       ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet ./cmd/kubectl ) \
-  >"$work/build.log" 2>&1 || { tail -30 "$work/mod.log" "$work/build.log"; die "kubernetes build failed"; }
+cd "$tree"
+progress "kubernetes $KUBE_VERSION: downloading its modules" "$work/mod.log" probe_last go mod download \
+  || die "kubernetes: go mod download failed (log: $work/mod.log)"
+cmds=(./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet ./cmd/kubectl)
+# How many packages the build compiles, for its progress lines (go build -v names each one it compiles).
+total=$(go list -deps -tags providerless "${cmds[@]}" 2>/dev/null | wc -l) || total='?'
+log "building $want $KUBE_VERSION with $(go version | awk '{print $3}') ($total packages; ~12 min on 2 cores)"
+progress "kubernetes $KUBE_VERSION: building" "$work/build.log" "probe_lines $total" \
+  go build -v -trimpath -tags providerless -ldflags "$ld" -o "$out.tmp/" "${cmds[@]}" \
+  || die "kubernetes build failed (log: $work/build.log)"
+cd "$LAB_DIR"
 for b in $want; do [ -x "$out.tmp/$b" ] || die "build produced no $b"; done
 "$out.tmp/kube-apiserver" --version | grep -qx "Kubernetes v$KUBE_VERSION" || die "kube-apiserver reports $("$out.tmp/kube-apiserver" --version)"
 rm -rf "$out"; mv "$out.tmp" "$out"

@@ -65,6 +65,62 @@ waitfor() {
   log "timed out after ${secs}s waiting for $what"; return 1
 }
 
+# progress WHAT LOG PROBE CMD...: runs CMD with its output in LOG and, while it runs, says every
+# ${KURYR_PROGRESS_EVERY:-30} s what it is doing and how far it is ("WHAT: <PROBE LOG>, 3 min 30 s so far; log: LOG"),
+# so no step is silent for long. PROBE (split into words, LOG appended) prints how far, or nothing: probe_cargo,
+# "probe_lines TOTAL", probe_last. A failure prints LOG's last lines and names it; the exit status is CMD's.
+progress() {
+  local what=$1 logf=$2 probe=$3 t0 pid rc=0 i=0 how el; shift 3
+  t0=$(date +%s); mkdir -p "$(dirname "$logf")"
+  # cargo draws its progress bar into a file too when asked (probe_cargo reads it).
+  CARGO_TERM_PROGRESS_WHEN=always CARGO_TERM_PROGRESS_WIDTH=100 "$@" >"$logf" 2>&1 </dev/null & pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; i=$((i + 1))
+    if (( i % ${KURYR_PROGRESS_EVERY:-30} == 0 )) && kill -0 "$pid" 2>/dev/null; then
+      el=$(( $(date +%s) - t0 )); how=$($probe "$logf" 2>/dev/null || true)
+      log "$what: ${how:+$how, }$((el / 60)) min $((el % 60)) s so far; log: $logf"
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ $rc != 0 ]; then log "$what failed (exit $rc); last lines of $logf:"; tail -n 25 "$logf" >&2 || true; fi
+  return $rc
+}
+# probe_cargo LOG: "compiling 143/310 crates (kube-client)" from cargo's progress bar while cargo compiles,
+# else the log's last line (what the step does after cargo).
+probe_cargo() {
+  local last; last=$(tr '\r' '\n' <"$1" | grep -v '^[[:space:]]*$' | tail -n 1)
+  case $last in
+    *Compiling*|*Building\ \[*|*Downloaded*|*Downloading*)
+      tr '\r' '\n' <"$1" | sed -n 's/^ *Building \[[^]]*\] \([0-9]*\/[0-9]*\): \([^ ,]*\).*/compiling \1 crates (\2)/p' | tail -n 1 ;;
+    *) echo "${last:0:100}" | sed 's/^ *//' ;;
+  esac
+}
+# probe_lines TOTAL LOG: "1234 of 2113 packages compiled" (go build -v prints one line per package).
+probe_lines() { echo "$(wc -l <"$2") of $1 packages compiled"; }
+# probe_last LOG: the log's last line, shortened.
+probe_last() { tail -n 1 "$1" | tr -d '\r' | cut -c1-100; }
+
+# The kuryr-daemon and kuryr-cni the lab's nodes run when kuryr-rs is not installed from its image:
+# KURYR_LAB_BINARIES=debug (default: the workspace's debug build, which `cargo test` builds anyway) or static
+# (deploy/image/build-bins, the image's own build: ./demo.sh asks for it, so a first run compiles the tree once).
+LAB_BINARIES=${KURYR_LAB_BINARIES:-debug}
+# node_binaries: builds them, saying how far every 30 s, and prints the directory that holds them.
+node_binaries() {
+  local logf=$LAB_STATE/log/node-binaries.log
+  case $LAB_BINARIES in
+    debug)
+      progress "building kuryr-daemon and kuryr-cni (debug)" "$logf" probe_cargo \
+        cargo build --locked --manifest-path "$REPO_DIR/Cargo.toml" -p kuryr-cni --bins || return 1
+      echo "${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target}/debug" ;;
+    static)
+      progress "building the static binaries (the image's; ~13 min cold)" "$logf" probe_cargo \
+        env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target-static}" "$REPO_DIR/deploy/image/build-bins" \
+        || return 1
+      tail -n 1 "$logf" ;;
+    *) log "KURYR_LAB_BINARIES=$LAB_BINARIES: debug or static"; return 1 ;;
+  esac
+}
+
 # fail_component NAME LOGFILE: a failed start names the component and shows the tail of its log.
 fail_component() {
   log "component '$1' failed to start; last lines of $2:"

@@ -24,6 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     || { tail -20 "$LAB_CACHE.apt.log"; die "apt-get install failed"; }
 fi
 mkdir -p "$LAB_CACHE"
+# Kubernetes (CPU-bound, ~12 min cold) builds beside the downloads below (OVN/OVS debs, venvs, guest kernel), in
+# a session of its own so that a failure here stops it whole.
+setsid bash "$LAB_DIR/lib/build-kube.sh" & pk=$!
+trap 'kill -- -$pk 2>/dev/null || true' EXIT
 bash "$LAB_DIR/lib/newer-debs.sh"
 
 # venv NAME: lab/requirements/NAME.txt is the full pinned freeze of a venv that worked here; the venv is cached
@@ -35,8 +39,8 @@ venv() {
   if [ ! -x "$dir/bin/python" ] || [ ! -f "$dir/.complete" ]; then
     log "venv $name: installing pinned requirements (first time ~1 min)"
     rm -rf "$dir"; python3 -m venv "$dir"
-    "$dir/bin/pip" install -q --disable-pip-version-check -r "$req" >"$dir.log" 2>&1 \
-      || { tail -20 "$dir.log"; die "pip install for the $name venv failed"; }
+    progress "venv $name" "$dir.log" probe_last "$dir/bin/pip" install --progress-bar off --disable-pip-version-check \
+      -r "$req" || die "pip install for the $name venv failed"
     touch "$dir/.complete"
   fi
   ln -sfn "$dir" "$LAB_CACHE/venv/$name"
@@ -48,6 +52,7 @@ venv octavia & p3=$!
 rc=0; wait $p1 || rc=1; wait $p2 || rc=1; wait $p3 || rc=1
 [ $rc = 0 ] || die "a venv failed to install"
 
-bash "$LAB_DIR/lib/build-kube.sh"
 # The qemu guest kernel for the VLAN binding test (this machine's kernel has no 802.1Q).
 bash "$LAB_DIR/lib/guest-kernel.sh"
+wait $pk || die "building Kubernetes failed (its lines above say where)"
+trap - EXIT

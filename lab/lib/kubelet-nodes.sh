@@ -18,7 +18,6 @@ S=$LAB_STATE
 N=$S/nodes
 KUBECTL="kubectl --kubeconfig=$S/k8s/kubeconfig"
 IMAGES=$LAB_CACHE/images
-TARGET=${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target}/debug
 
 nodes() { # prints "index node vm netns ip" for each kubelet node
   local i
@@ -125,7 +124,7 @@ cmd_up() {
   [ -f "$S/lab.json" ] || die "kubelet nodes: the lab is not bootstrapped"
   local t; t=$(now)
   build_images
-  (cd "$REPO_DIR" && cargo build -q --locked -p kuryr-cni --bins) || die "kubelet nodes: building kuryr-cni failed"
+  TARGET=$(node_binaries) || die "kubelet nodes: building kuryr-daemon and kuryr-cni failed"
   mkdir -p "$N/cni-bin"
   # Installed from its image (lab/lab kuryr install): the DaemonSet put its own kuryr-cni there.
   installed || ln -sfn "$TARGET/kuryr-cni" "$N/cni-bin/kuryr-cni"

@@ -42,7 +42,11 @@ cmd_install() {
   [ -f "$S/lab.json" ] || die "kuryr install: the lab is not bootstrapped (lab/lab up)"
   local t; t=$(now)
   local archive tag
-  archive=$("$REPO_DIR/deploy/image/build" --quiet) || die "kuryr install: building the image failed"
+  # The build prints the archive's path last; cargo's and buildah's output go to the log, a line every 30 s here.
+  progress "kuryr install: building the image (deploy/image/build)" "$S/log/image-build.log" probe_cargo \
+    "$REPO_DIR/deploy/image/build" || die "kuryr install: building the image failed"
+  archive=$(tail -n 1 "$S/log/image-build.log")
+  [ -s "$archive" ] || die "kuryr install: the image build named no archive (log: $S/log/image-build.log)"
   tag=$(basename "$archive" .oci.tar); tag=${tag#kuryr-rs-}
   local nodes; nodes=$(kubelet_nodes)
   [ -n "$nodes" ] || die "kuryr install: no kubelet nodes (lab/lab nodes up)"

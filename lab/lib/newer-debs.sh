@@ -65,15 +65,18 @@ apt-get "${aptopts[@]}" update -q >"$w/update.log" 2>&1 || { tail "$w/update.log
 # fetch_set TARGET "pkg=version suite"... [-- lib...]: download, unpack into TARGET (replaced whole, marked
 # complete last). A pinned version the suite no longer serves is an error naming the file to change.
 fetch_set() {
-  local target=$1 tmp pin pv lib; shift
+  local target=$1 tmp pin pv lib n=0 total; shift
+  total=$(printf '%s\n' "$@" | grep -vcx -- --)
   tmp=$(mktemp -d "$dest/.unpack.XXXXXX")
   while [ $# -gt 0 ] && [ "$1" != -- ]; do
     pin=$1; pv=${pin% *}; shift
+    n=$((n + 1)); (( n % 5 )) || log "newer debs: downloading $n of $total packages"
     (cd "$tmp" && apt-get "${aptopts[@]}" download -q "$pv" >"$w/download.log" 2>&1) \
       || { tail "$w/download.log"; die "newer debs: $pv is not served any more: pick the suite's current version in lab/lib/newer-debs.sh and docs/lab.md"; }
   done
   [ "${1:-}" = -- ] && shift
   for lib in "$@"; do
+    n=$((n + 1)); (( n % 5 )) || log "newer debs: downloading $n of $total packages"
     (cd "$tmp" && apt-get "${aptopts[@]}" download -q "$lib/trixie" >"$w/download.log" 2>&1) \
       || { tail "$w/download.log"; die "newer debs: trixie serves no $lib"; }
   done

@@ -20,7 +20,6 @@ VSCTL="ovs-vsctl --db=unix:$S/ovs/db.sock"
 COUNT=${KURYR_LAB_VM_NODES:-1}
 CPUS=${KURYR_LAB_VM_NODE_CPUS:-2}
 MEM=${KURYR_LAB_VM_NODE_MEM_MB:-2048}
-TARGET=${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target}/debug
 K=$LAB_CACHE/guest-kernel/current
 LAB_SCRIPT=vm-nodes
 
@@ -86,7 +85,7 @@ cmd_up() {
   qemu-system-x86_64 -netdev help 2>/dev/null | grep -qx tap || unavailable "this qemu has no tap networking"
   bash "$LAB_DIR/lib/guest-kernel.sh"
   [ -f "$LAB_CACHE/images/.complete" ] || die "vm nodes: no local images (lab/lab nodes up builds them)"
-  (cd "$REPO_DIR" && cargo build -q --locked -p kuryr-cni --bins) || die "vm nodes: building kuryr-cni failed"
+  TARGET=$(node_binaries) || die "vm nodes: building kuryr-daemon and kuryr-cni failed"
   . "$LAB_DIR/lib/neutron.sh"
   local pod_net pod_subnet i node ip tap port mac trunk d t
   pod_net=$(jq -r .pod_network_id "$S/lab.json"); pod_subnet=$(jq -r .pod_subnet_id "$S/lab.json")

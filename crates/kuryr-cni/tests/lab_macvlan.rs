@@ -9,6 +9,8 @@
 //! daemon finds its VM's NIC by the VM port's MAC (`parentMac`). Its KuryrPorts and Pods are labelled for node
 //! names of its own (`kcni-<id>-vmN`), so no kubelet and no other daemon acts on them; everything it made is
 //! removed at the end, also on failure.
+//!
+//! lab-tests: group macvlan (address pairs on the lab VMs' ports: one writer at a time)
 
 mod common;
 

@@ -9,6 +9,8 @@
 //! ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
 //! succeed; the remaining pods still reach each other. And containerd 2 asks each node's daemon for CNI STATUS
 //! (the conflist's `cniVersion` is 1.1.0).
+//!
+//! lab-tests: group macvlan (address pairs on the lab VMs' ports: one writer at a time)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

@@ -17,6 +17,8 @@
 //! one pod per VM answered through a load balancer or the router. This test fails on such an OVN.
 //!
 //! Needs the VM node (`lab/lab vms up`); `./test.sh` runs it in the VM stage beside `vm_nodes`.
+//!
+//! lab-tests: group macvlan (address pairs on the lab VMs' ports: one writer at a time)
 
 mod plugged;
 

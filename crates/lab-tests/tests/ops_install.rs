@@ -13,6 +13,8 @@
 //! workloads removes their Neutron ports and load balancers; `lab/lab kuryr uninstall` releases the
 //! `kubernetes` Service's load balancer and leaves no kuryr-rs pod and no conflist; the host-process
 //! daemons then come back for the other tests.
+//!
+//! lab-tests: exclusive (installs kuryr-rs cluster-wide, stops the nodes' host daemons, serves `default/kubernetes`)
 
 use std::path::PathBuf;
 use std::process::Command;

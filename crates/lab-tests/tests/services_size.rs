@@ -8,6 +8,8 @@
 //! body) and the 5,000 figures come from cloudsim, which enforces the same limit. A Service of 100 ports
 //! (100 listeners and pools) is built and loses a port on both, 50 endpoints a port on cloudsim, 1 on the
 //! real Octavia (amphora: the ovn provider takes 10–19 minutes for its 300 objects).
+//!
+//! lab-tests: group heavy (keeps the lab's one Octavia worker busy for minutes)
 
 mod simnets;
 mod svc_common;

@@ -17,6 +17,8 @@
 //! over IPv6, and the Service (PreferDualStack) answers on its IPv6 clusterIP, an Octavia additional VIP;
 //! the macvlan pod stays IPv4 only. Checks inside the VM run as probe pods there (kubelet reports their
 //! termination message): the API server cannot reach the VM's kubelet for exec.
+//!
+//! lab-tests: group macvlan (address pairs on the lab VMs' ports: one writer at a time)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
