@@ -58,10 +58,14 @@ die() { printf '[lab %s] ERROR: %s\n' "$(date +%H:%M:%S)" "$*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN{printf "%.1f", a-b}'; }
 
-# waitfor WHAT TIMEOUT_S CMD...: run CMD every 0.2 s until it succeeds.
+# waitfor WHAT TIMEOUT_S CMD...: run CMD every 0.2 s until it succeeds, saying every 30 s that it still waits.
 waitfor() {
   local what=$1 secs=$2 i; shift 2
-  for ((i = 0; i < secs * 5; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+    if (( i > 0 && i % (5 * ${KURYR_PROGRESS_EVERY:-30}) == 0 )); then log "still waiting for $what ($((i / 5)) s of ${secs} s)"; fi
+  done
   log "timed out after ${secs}s waiting for $what"; return 1
 }
 

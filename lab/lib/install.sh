@@ -20,8 +20,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "apt: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >"$LAB_CACHE.apt.log" 2>&1 \
-    || { tail -20 "$LAB_CACHE.apt.log"; die "apt-get install failed"; }
+  progress "apt: installing ${#missing[@]} packages" "$LAB_CACHE.apt.log" probe_last \
+    apt-get install -y -q --no-install-recommends "${missing[@]}" || die "apt-get install failed"
 fi
 mkdir -p "$LAB_CACHE"
 # Kubernetes (CPU-bound, ~12 min cold) builds beside the downloads below (OVN/OVS debs, venvs, guest kernel), in

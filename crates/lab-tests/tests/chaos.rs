@@ -17,7 +17,7 @@
 //! Short form by default (CI); `CHAOS_MINUTES=10` for a long run, `CHAOS_SEED=<n>` to repeat one,
 //! `CHAOS_PORTS_POOL=false` for the per-pod path instead of warm pools.
 //!
-//! lab-tests: group heavy (four worker threads and kill timing: not beside the other heavy binary)
+//! lab-tests: group heavy (four worker threads and kill timing: not beside another heavy binary)
 
 mod chaos_kit;
 mod podnet;

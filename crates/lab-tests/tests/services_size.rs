@@ -9,7 +9,7 @@
 //! (100 listeners and pools) is built and loses a port on both, 50 endpoints a port on cloudsim, 1 on the
 //! real Octavia (amphora: the ovn provider takes 10–19 minutes for its 300 objects).
 //!
-//! lab-tests: group heavy (keeps the lab's one Octavia worker busy for minutes)
+//! lab-tests: exclusive (100 amphora pools in turn; beside others the Octavia worker took 60 s a pool)
 
 mod simnets;
 mod svc_common;
