@@ -2,7 +2,7 @@
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl of $KUBE_VERSION from the
 # `k8s.io/kubernetes` Go module and its staging modules (k8s.io/api, client-go, ... at v0.<minor>.<patch>) into
 # $KUBE_BIN. No prebuilt Kubernetes binary is reachable from these machines; the Go module proxy is.
-# Cached by version: a second call returns at once. Cold: ~12 min on 2 cores (docs/lab.md has the measured time), with a progress line every 30 s.
+# Cached by version: a second call returns at once. Cold: ~8 min on 2 cores (460 s measured, docs/lab.md), with a progress line every 30 s.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -49,7 +49,7 @@ progress "kubernetes $KUBE_VERSION: downloading its modules" "$work/mod.log" pro
 cmds=(./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet ./cmd/kubectl)
 # How many packages the build compiles, for its progress lines (go build -v names each one it compiles).
 total=$(go list -deps -tags providerless "${cmds[@]}" 2>/dev/null | wc -l) || total='?'
-log "building $want $KUBE_VERSION with $(go version | awk '{print $3}') ($total packages; ~12 min on 2 cores)"
+log "building $want $KUBE_VERSION with $(go version | awk '{print $3}') ($total packages; ~8 min cold on 2 cores)"
 progress "kubernetes $KUBE_VERSION: building" "$work/build.log" "probe_lines $total" \
   go build -v -trimpath -tags providerless -ldflags "$ld" -o "$out.tmp/" "${cmds[@]}" \
   || die "kubernetes build failed (log: $work/build.log)"

@@ -117,7 +117,7 @@ node_binaries() {
         cargo build --locked --manifest-path "$REPO_DIR/Cargo.toml" -p kuryr-cni --bins || return 1
       echo "${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target}/debug" ;;
     static)
-      progress "building the static binaries (the image's; ~13 min cold)" "$logf" probe_cargo \
+      progress "building the static binaries (the image's; ~8 min cold)" "$logf" probe_cargo \
         env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/kuryr-rs/target-static}" "$REPO_DIR/deploy/image/build-bins" \
         || return 1
       tail -n 1 "$logf" ;;

@@ -24,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -q --no-install-recommends "${missing[@]}" || die "apt-get install failed"
 fi
 mkdir -p "$LAB_CACHE"
-# Kubernetes (CPU-bound, ~12 min cold) builds beside the downloads below (OVN/OVS debs, venvs, guest kernel), in
+# Kubernetes (CPU-bound, ~8 min cold) builds beside the downloads below (OVN/OVS debs, venvs, guest kernel), in
 # a session of its own so that a failure here stops it whole.
 setsid bash "$LAB_DIR/lib/build-kube.sh" & pk=$!
 trap 'kill -- -$pk 2>/dev/null || true' EXIT
