@@ -173,6 +173,9 @@ status:
   nodeInfo: {kubeletVersion: v$KUBE_VERSION, architecture: amd64, operatingSystem: linux, bootID: "", containerRuntimeVersion: "", kernelVersion: "", kubeProxyVersion: "", machineID: "", osImage: "kuryr-lab netns", systemUUID: ""}
 EON
   fi
+  # No kubelet runs these Nodes: a pod the scheduler put here would be wired but never run (Kubernetes' e2e
+  # suite counts untainted Ready Nodes as schedulable). Pods pinned by spec.nodeName are not affected.
+  $KUBECTL taint node "$vm" kuryr.lab/no-kubelet=true:NoSchedule --overwrite >/dev/null
 done
 log "$LAB_VMS Nodes registered ($(since "$t")s)"
 

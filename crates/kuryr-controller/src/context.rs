@@ -41,8 +41,8 @@ pub struct Context {
     pub macvlan: MacvlanState,
     /// The default pod subnet, namespace subnets and per-namespace locks.
     pub networks: crate::networks::State,
-    /// `--namespace-selector` answers per namespace (see [`crate::scope::selected`]).
-    pub selected_namespaces: crate::scope::SelectedCache,
+    /// `--namespace-selector` and its answers per namespace.
+    pub selection: crate::scope::Selection,
     /// Namespaces' projects (see [`crate::projects::of_namespace`]).
     pub namespace_projects: crate::scope::NamespaceCache<String>,
 }
@@ -60,6 +60,7 @@ impl Context {
         Self {
             events: Events::new(client.clone()),
             trunks: Trunks::new(config.vlan_range),
+            selection: crate::scope::Selection::new(config.namespace_selector.clone()),
             port_reads: PortReads::new(&cloud),
             client,
             cloud,
@@ -73,7 +74,6 @@ impl Context {
             pools: PoolState::default(),
             macvlan: MacvlanState::default(),
             networks: crate::networks::State::default(),
-            selected_namespaces: Default::default(),
             namespace_projects: Default::default(),
         }
     }
@@ -82,9 +82,9 @@ impl Context {
         self.nodes.get(&ObjectRef::new(name))
     }
 
-    /// Whether namespace `ns` is this controller's (see [`crate::scope::selected`]).
+    /// Whether namespace `ns` is this controller's (see [`crate::scope::Selection`]).
     pub async fn selected(&self, ns: &str) -> crate::Result<bool> {
-        crate::scope::selected(&self.client, &self.config, &self.selected_namespaces, ns).await
+        self.selection.selects(&self.client, ns).await
     }
 
     pub fn kuryrport(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrPort>> {

@@ -1,7 +1,8 @@
 //! Which namespaces the controllers handle: all, the one of `--namespace`, or those matching
 //! `--namespace-selector`. Namespaced objects are watched cluster-wide (or in the one namespace) and kept
 //! only when their namespace is in the watched set (the namespace and NetworkPolicy controllers, through the
-//! filtered Namespace cache) or [`selected`] (the Pod, KuryrPort and KuryrNetwork controllers).
+//! filtered Namespace cache) or [`Selection::selects`] it (the Pod, KuryrPort, KuryrNetwork, Service and
+//! KuryrLoadBalancer controllers).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,37 +43,46 @@ impl<T: Clone> NamespaceCache<T> {
     }
 }
 
-/// `--namespace-selector` answers.
-pub type SelectedCache = NamespaceCache<bool>;
+/// `--namespace-selector` and its answers, per namespace. Pods, KuryrPorts, KuryrNetworks, Services and
+/// KuryrLoadBalancers are watched cluster-wide, so this is what keeps a controller off another controller's
+/// namespaces (several clusters, or a test, sharing one API server): there it neither wires, nor builds load
+/// balancers, nor releases, nor touches finalizers. A namespace being deleted keeps its labels, so it still
+/// matches and its cleanup runs. A namespace relabelled out of the selector is left to whichever controller
+/// selects it now.
+#[derive(Default)]
+pub struct Selection {
+    selector: Option<String>,
+    answers: NamespaceCache<bool>,
+}
 
-/// Whether namespace `ns` matches `--namespace-selector` (always, without one). Pods, KuryrPorts and
-/// KuryrNetworks are watched cluster-wide, so this is what keeps a controller off another controller's
-/// namespaces (several clusters, or a test, sharing one API server): there it neither wires, nor releases,
-/// nor touches finalizers. A namespace being deleted keeps its labels, so it still matches and its cleanup
-/// runs. A namespace relabelled out of the selector is left to whichever controller selects it now.
-pub async fn selected(
-    client: &kube::Client,
-    config: &Config,
-    cache: &SelectedCache,
-    ns: &str,
-) -> Result<bool> {
-    let Some(selector) = &config.namespace_selector else {
-        return Ok(true);
-    };
-    if let Some(yes) = cache.get(ns, Instant::now()) {
-        return Ok(yes);
+impl Selection {
+    pub fn new(selector: Option<String>) -> Self {
+        Self {
+            selector,
+            answers: NamespaceCache::default(),
+        }
     }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let params = ListParams::default()
-        .labels(selector)
-        .fields(&format!("metadata.name={ns}"));
-    let found = namespaces
-        .list_metadata(&params)
-        .await
-        .map_err(Error::kube("list_namespaces"))?;
-    let yes = !found.items.is_empty();
-    cache.put(ns, yes, Instant::now());
-    Ok(yes)
+
+    /// Whether namespace `ns` matches the selector (always, without one).
+    pub async fn selects(&self, client: &kube::Client, ns: &str) -> Result<bool> {
+        let Some(selector) = &self.selector else {
+            return Ok(true);
+        };
+        if let Some(yes) = self.answers.get(ns, Instant::now()) {
+            return Ok(yes);
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let params = ListParams::default()
+            .labels(selector)
+            .fields(&format!("metadata.name={ns}"));
+        let found = namespaces
+            .list_metadata(&params)
+            .await
+            .map_err(Error::kube("list_namespaces"))?;
+        let yes = !found.items.is_empty();
+        self.answers.put(ns, yes, Instant::now());
+        Ok(yes)
+    }
 }
 
 /// The Namespace watch: filtered by name or labels as configured.
@@ -98,7 +108,7 @@ mod tests {
 
     #[test]
     fn selection_answers_are_reused_for_their_ttl_only() {
-        let cache = SelectedCache::default();
+        let cache = NamespaceCache::<bool>::default();
         let t0 = Instant::now();
         assert_eq!(cache.get("a", t0), None);
         cache.put("a", false, t0);

@@ -277,6 +277,8 @@ async fn a_deployments_pods_are_scheduled_onto_the_lab_nodes() {
         "spec": {"replicas": 6, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"nodeSelector": {"kuryr.lab/vm": "true"},
+                    // The bootstrap Nodes have no kubelet: only pods that accept that land there.
+                    "tolerations": [{"key": "kuryr.lab/no-kubelet", "operator": "Exists"}],
                     "containers": [{"name": "c", "image": "local.test/busybox:1"}]}}}
     }))
     .unwrap();

@@ -2,7 +2,8 @@
 //! SCTP, sessionAffinity (SOURCE_IP persistence on amphora, an Event on ovn), type=LoadBalancer with a
 //! floating IP on the VIP, not-ready endpoints (and publishNotReadyAddresses), a selector-less Service with
 //! manual Endpoints, and a listener timeout annotation change; plus the feature gates of an old Octavia
-//! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served).
+//! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served); and two
+//! controllers with disjoint `--namespace-selector`s each serving only their own namespace's Services.
 
 mod simnets;
 mod svc_common;
@@ -91,6 +92,79 @@ async fn sctp_is_gated_on_old_octavia_cloudsim() -> anyhow::Result<()> {
     }
     .await;
     h.finish(result).await
+}
+
+/// Two controllers with disjoint `--namespace-selector`s on one API server, on the lab's real Octavia (ovn):
+/// each builds the load balancer of its own namespace's Service only (tagged with its cluster id), and
+/// deleting one Service releases that one alone.
+#[tokio::test]
+async fn two_controllers_with_disjoint_namespace_selectors_serve_only_their_own_services(
+) -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let a = Harness::start_selecting(&lab, Backend::lab(&lab, "ovn").await?, |_| {}).await?;
+    let b = Harness::start_selecting(&lab, Backend::lab(&lab, "ovn").await?, |_| {}).await?;
+    let result = disjoint(&a, &b).await;
+    let b_result = if result.is_ok() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("see the other harness"))
+    };
+    let b_done = b.finish(b_result).await;
+    a.finish(result).await?;
+    b_done
+}
+
+async fn disjoint(a: &Harness, b: &Harness) -> anyhow::Result<()> {
+    let app = [("app", "web")];
+    for (h, ip) in [a, b].into_iter().zip(pod_ips(2)) {
+        h.ready_pods(&[("web-0".into(), ip)], &app, true).await?;
+        h.services()
+            .create(
+                &PostParams::default(),
+                &mk_service("web", &[("http", 80, "TCP", 8080)], Some(&app)),
+            )
+            .await?;
+    }
+    for h in [a, b] {
+        h.wait_klb("web", "Ready with its member", |k| shape(k) == (1, 1, 1))
+            .await?;
+    }
+    for (h, other) in [(a, b), (b, a)] {
+        let vip = h
+            .services()
+            .get("web")
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context("no clusterIP")?;
+        let lbs: Vec<(String, String)> = h
+            .tagged_lbs()
+            .await?
+            .into_iter()
+            .map(|lb| (lb.name, lb.vip_address))
+            .collect();
+        ensure!(
+            lbs.len() == 1 && lbs[0].1 == vip,
+            "{}: its cluster id tags {lbs:?}, want exactly the load balancer of its own Service ({vip}); the \
+             other controller's namespace is {}",
+            h.ns,
+            other.ns
+        );
+    }
+    // Deleting a's Service releases a's load balancer; b's stays.
+    a.services().delete("web", &Default::default()).await?;
+    a.wait_gone("web").await?;
+    ensure!(
+        a.tagged_lbs().await?.is_empty(),
+        "a's load balancer left after its Service went"
+    );
+    ensure!(
+        b.tagged_lbs().await?.len() == 1,
+        "b's load balancer went with a's Service"
+    );
+    b.wait_klb("web", "still Ready", |k| shape(k) == (1, 1, 1))
+        .await?;
+    Ok(())
 }
 
 async fn run(lab: &Lab, backend: Backend) -> anyhow::Result<()> {

@@ -43,6 +43,8 @@ use crate::services::context::LbContext;
 use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrloadbalancer";
+/// Next look at a KuryrLoadBalancer of a namespace this controller does not select (it may be labelled in).
+const OTHERS_RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Reconciled for KuryrLoadBalancer {
     const CONTROLLER: &'static str = CONTROLLER;
@@ -52,6 +54,10 @@ impl Reconciled for KuryrLoadBalancer {
 pub async fn reconcile(klb: Arc<KuryrLoadBalancer>, ctx: Arc<LbContext>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = klb.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    if !ctx.serves(&ns, &klb.name_any()).await? {
+        // Another controller's namespace (`--namespace-selector`): no load balancer, status or finalizer.
+        return Ok(Action::requeue(OTHERS_RESYNC));
+    }
     let api: Api<KuryrLoadBalancer> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = Uid::of(klb.as_ref());
     let result = finalizer(&api, finalizers::KURYRLOADBALANCER, klb.clone(), |event| async {

@@ -12,10 +12,11 @@ use kuryr_api::KuryrLoadBalancer;
 use kuryr_core::lb::{IndexConfig, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
-use super::config::ServicesConfig;
+use super::config::{DefaultKubernetes, ServicesConfig};
 use super::member_subnets::SubnetBook;
 use crate::loadbalancers::observer::Observer;
 use crate::metrics::Metrics;
+use crate::scope::Selection;
 use crate::toolkit::{lock, Events, Ledger, Reconciler};
 
 pub struct LbContext {
@@ -38,6 +39,8 @@ pub struct LbContext {
     pub observer: Observer,
     /// When this process started: creates a killed predecessor sent may land until a request timeout later.
     pub started: Instant,
+    /// `--namespace-selector`: the namespaces whose Services this controller serves.
+    pub selection: Selection,
     schedule: Mutex<Schedule>,
     /// Providers that refused `additional_vips` (dual-stack Services are served on one family there).
     no_additional_vips: Mutex<std::collections::BTreeSet<String>>,
@@ -89,9 +92,29 @@ impl LbContext {
             subnets: SubnetBook::default(),
             observer,
             started: Instant::now(),
+            selection: Selection::default(),
             schedule: Mutex::new(schedule),
             no_additional_vips: Mutex::default(),
         }
+    }
+
+    /// Serves only the Services of the namespaces `selection` selects.
+    pub fn with_selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self
+    }
+
+    /// Whether the Service (and KuryrLoadBalancer) `ns/name` is this controller's: its namespace is selected,
+    /// or it is `default/kubernetes` and `--lb-default-kubernetes` says what to do with it whatever the
+    /// selector (`always` serves it, `never` releases it).
+    pub async fn serves(&self, ns: &str, name: &str) -> crate::Result<bool> {
+        if ns == "default"
+            && name == "kubernetes"
+            && self.config.default_kubernetes != DefaultKubernetes::Auto
+        {
+            return Ok(true);
+        }
+        self.selection.selects(&self.client, ns).await
     }
 
     pub fn klb(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrLoadBalancer>> {

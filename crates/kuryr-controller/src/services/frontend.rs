@@ -39,6 +39,10 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
     let uid = Uid::of(svc.as_ref());
     let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let klbs: Api<KuryrLoadBalancer> = Api::namespaced(ctx.client.clone(), &ns);
+    if !ctx.serves(&ns, &name).await? {
+        // Another controller's namespace (`--namespace-selector`): neither built nor released here.
+        return Ok(Action::requeue(RESYNC));
+    }
 
     if svc.metadata.deletion_timestamp.is_some() {
         return release(&svcs, &klbs, &svc, &ctx).await;

@@ -25,6 +25,7 @@ pub use context::LbContext;
 use crate::config::Config;
 use crate::loadbalancers;
 use crate::metrics::Metrics;
+use crate::scope::Selection;
 use crate::shutdown::run_controller;
 use crate::slim;
 
@@ -153,16 +154,19 @@ async fn serve(
         .reflect(slice_writer)
         .touched_objects();
     svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
-    let ctx = Arc::new(LbContext::new(
-        client,
-        cloud,
-        config.cluster_id.clone(),
-        config.project_id.clone(),
-        svc_config,
-        metrics,
-        slice_store,
-        klb_controller.store(),
-    ));
+    let ctx = Arc::new(
+        LbContext::new(
+            client,
+            cloud,
+            config.cluster_id.clone(),
+            config.project_id.clone(),
+            svc_config,
+            metrics,
+            slice_store,
+            klb_controller.store(),
+        )
+        .with_selection(Selection::new(config.namespace_selector.clone())),
+    );
     // Reconciles are woken by the observer's listings rather than polling their load balancer.
     klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
     let span =

@@ -125,7 +125,8 @@ impl ApiServer {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_owned();
-            let (status, answer) = self.answer(&parts.method, parts.uri.path(), &content_type, body);
+            let query = parts.uri.query().unwrap_or_default().to_owned();
+            let (status, answer) = self.answer(&parts.method, parts.uri.path(), &query, &content_type, body);
             let response = Response::builder()
                 .status(status)
                 .header(http::header::CONTENT_TYPE, "application/json")
@@ -135,7 +136,14 @@ impl ApiServer {
         }
     }
 
-    fn answer(&self, method: &Method, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
+    fn answer(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &str,
+        content_type: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
         let mut st = self.state();
         st.seen.push(Seen {
             method: method.clone(),
@@ -164,7 +172,9 @@ impl ApiServer {
                         .objects
                         .iter()
                         .filter(|(k, _)| k.rsplit_once('/').is_some_and(|(dir, _)| dir.ends_with(&key)))
-                        .map(|(_, v)| v.clone())
+                        .map(|(_, v)| v)
+                        .filter(|v| selected(v, query))
+                        .cloned()
                         .collect();
                     if items.is_empty() && !is_collection(&key) {
                         return status(404, "not found");
@@ -253,14 +263,37 @@ impl ApiServer {
     }
 }
 
-/// A path naming a resource type rather than an object (`.../kuryrports`).
+/// A path naming a resource type rather than an object (`.../kuryrports`, `/api/v1/namespaces`).
 fn is_collection(path: &str) -> bool {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    // /api/v1/namespaces/ns/pods: 5 segments; /apis/g/v/namespaces/ns/plural: 6.
+    // /api/v1/namespaces/ns/pods: 5 segments; /apis/g/v/namespaces/ns/plural: 6; cluster-scoped 3 and 4.
     matches!(
         (segments.first(), segments.len()),
-        (Some(&"api"), 5) | (Some(&"apis"), 6)
+        (Some(&"api"), 3 | 5) | (Some(&"apis"), 4 | 6)
     )
+}
+
+/// Whether `obj` matches a list's `labelSelector` and `fieldSelector` (equality terms, and
+/// `metadata.name` / `metadata.namespace` fields: what the reconciles ask).
+fn selected(obj: &Value, query: &str) -> bool {
+    let decode = |v: &str| v.replace("%3D", "=").replace("%2C", ",").replace("%2F", "/");
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .all(|(k, v)| {
+            let v = decode(v);
+            let terms = v.split(',').filter_map(|t| t.split_once('='));
+            match k {
+                "labelSelector" => terms
+                    .into_iter()
+                    .all(|(l, want)| obj["metadata"]["labels"][l].as_str() == Some(want)),
+                "fieldSelector" => terms.into_iter().all(|(f, want)| {
+                    let field = f.strip_prefix("metadata.").unwrap_or(f);
+                    obj["metadata"][field].as_str() == Some(want)
+                }),
+                _ => true,
+            }
+        })
 }
 
 fn status(code: u16, message: &str) -> (StatusCode, Value) {

@@ -15,6 +15,7 @@ use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::{KuryrLoadBalancer, ObjectMeta, Service};
 use kuryr_controller::loadbalancers;
 use kuryr_controller::metrics::Metrics;
+use kuryr_controller::scope::Selection;
 use kuryr_controller::services::{frontend, LbContext, ServicesConfig, SERVICE_NAME_LABEL};
 use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
@@ -40,6 +41,15 @@ async fn lb_harness(cloud: &TestCloud) -> Lb {
 
 /// [`lb_harness`] with its settings changed by `tweak`.
 pub(crate) async fn lb_harness_with(cloud: &TestCloud, tweak: impl FnOnce(&mut ServicesConfig)) -> Lb {
+    lb_harness_selecting(cloud, tweak, None).await
+}
+
+/// [`lb_harness_with`] serving only the namespaces `selector` (`--namespace-selector`) matches.
+async fn lb_harness_selecting(
+    cloud: &TestCloud,
+    tweak: impl FnOnce(&mut ServicesConfig),
+    selector: Option<&str>,
+) -> Lb {
     let c = &cloud.cloud;
     let svc_net = networks::create(c, &networks::CreateNetwork::named("services"), &[])
         .await
@@ -113,7 +123,8 @@ pub(crate) async fn lb_harness_with(cloud: &TestCloud, tweak: impl FnOnce(&mut S
         Metrics::default(),
         slices,
         klbs,
-    );
+    )
+    .with_selection(Selection::new(selector.map(str::to_owned)));
     Lb {
         ctx: Arc::new(ctx),
         api,
@@ -559,4 +570,71 @@ async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so
         "{:?}",
         lb.api.event_reasons()
     );
+}
+
+/// Namespace `NS` with `labels`, as the API server holds it.
+fn namespace_labelled(api: &ApiServer, labels: &[(&str, &str)]) {
+    let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    let ns = kuryr_api::Namespace {
+        metadata: ObjectMeta {
+            name: Some(NS.into()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        ..kuryr_api::Namespace::default()
+    };
+    api.put(&format!("/api/v1/namespaces/{NS}"), &ns);
+}
+
+#[tokio::test]
+async fn with_a_namespace_selector_another_namespaces_service_gets_nothing_from_this_controller() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_selecting(&cloud, |_| {}, Some("team=a")).await;
+    namespace_labelled(&lb.api, &[("team", "b")]);
+
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    assert!(
+        lb.api.get(&Lb::klb_path()).is_none(),
+        "no KuryrLoadBalancer for an unselected namespace"
+    );
+    let svc = lb.api.get(&Lb::svc_path()).unwrap();
+    assert!(svc["metadata"]["finalizers"].is_null(), "no finalizer: {svc}");
+
+    // Another controller's KuryrLoadBalancer in that namespace: neither built, nor finalized, nor given a status.
+    let spec = kuryr_api::KuryrLoadBalancerSpec {
+        ip: Some(CLUSTER_IP.into()),
+        ..Default::default()
+    };
+    let mut theirs = KuryrLoadBalancer::new("web", spec);
+    theirs.metadata.namespace = Some(NS.into());
+    lb.api.put(&Lb::klb_path(), &theirs);
+    cloud.sim.clear_calls();
+    let klb = lb.round().await;
+    assert!(klb.metadata.finalizers.is_none(), "{:?}", klb.metadata.finalizers);
+    assert!(klb.status.is_none());
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    assert_eq!(cloud.calls("octavia.loadbalancers.list"), 0);
+    let writes: Vec<_> = lb
+        .api
+        .seen()
+        .into_iter()
+        .filter(|s| s.method != http::Method::GET)
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        writes,
+        Vec::<String>::new(),
+        "nothing written for another controller's namespace"
+    );
+}
+
+#[tokio::test]
+async fn with_a_namespace_selector_a_selected_namespaces_service_is_served() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_selecting(&cloud, |_| {}, Some("team=a")).await;
+    namespace_labelled(&lb.api, &[("team", "a")]);
+
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    lb.until_ready().await;
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
 }

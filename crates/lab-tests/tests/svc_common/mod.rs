@@ -185,6 +185,14 @@ fn spawn_controller(
     (stop, task)
 }
 
+/// How a [`Harness`]'s controller keeps to its namespace.
+enum Scoping {
+    /// `--namespace`: it watches only that namespace.
+    Namespace,
+    /// `--namespace-selector`: it watches every namespace and serves those its label selects.
+    Selector,
+}
+
 /// A namespace, a cluster id and the Services side of kuryr-controller scoped to both.
 pub struct Harness {
     pub client: Client,
@@ -205,15 +213,46 @@ impl Harness {
         backend: Backend,
         tweak: impl FnOnce(&mut ServicesConfig),
     ) -> anyhow::Result<Harness> {
+        Self::start_scoped(lab, backend, Scoping::Namespace, tweak).await
+    }
+
+    /// [`Harness::start`] with the controller watching every namespace and serving only its own, which it
+    /// selects by a label (`--namespace-selector`), as several controllers sharing an API server do.
+    pub async fn start_selecting(
+        lab: &Lab,
+        backend: Backend,
+        tweak: impl FnOnce(&mut ServicesConfig),
+    ) -> anyhow::Result<Harness> {
+        Self::start_scoped(lab, backend, Scoping::Selector, tweak).await
+    }
+
+    async fn start_scoped(
+        lab: &Lab,
+        backend: Backend,
+        scoping: Scoping,
+        tweak: impl FnOnce(&mut ServicesConfig),
+    ) -> anyhow::Result<Harness> {
         lab_tests::trace_controllers();
         let client = lab.kube_client().await?;
         cluster::install_crds(&client).await?;
         let run_id = format!("{:08x}", fastrand::u32(..));
         let ns = format!("svc-{}-{run_id}", backend.kind);
         let cluster_id = format!("svctest-{}-{run_id}", backend.kind);
-        cluster::create_namespace(&client, &ns).await?;
         let mut config = Config::new(&cluster_id, &backend.pod_subnet_id);
-        config.namespace = Some(ns.clone());
+        match scoping {
+            Scoping::Namespace => {
+                cluster::create_namespace(&client, &ns).await?;
+                config.namespace = Some(ns.clone());
+            }
+            Scoping::Selector => {
+                let label = format!("kuryr-test-svcsel-{run_id}");
+                let object = serde_json::from_value(
+                    json!({"metadata": {"name": ns, "labels": {label.clone(): "yes"}}}),
+                )?;
+                cluster::create_namespace_object(&client, &object).await?;
+                config.namespace_selector = Some(format!("{label}=yes"));
+            }
+        }
         config.project_id = backend.project_id.clone();
         let mut sc = ServicesConfig::new(&backend.service_subnet_id);
         sc.member_subnet_id = Some(backend.pod_subnet_id.clone());
