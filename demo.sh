@@ -196,6 +196,20 @@ if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
   [ -n "$ver" ] || unanswered "$from → https://$kvip/version (Service default/kubernetes)"
 fi
 echo
+dvip=$(kubectl -n kube-system get service kube-dns -o jsonpath='{.spec.clusterIP}' 2>/dev/null || true)
+echo "== a Service by name from a pod: the cluster DNS (CoreDNS, lib/dns.sh) through Service kube-system/kube-dns (clusterIP ${dvip:-?} → Octavia, UDP and TCP listeners → CoreDNS at $DNS_IP)"
+if [ ${#pods[@]} -eq 0 ]; then echo "  (no running pods)"; else
+  set -- ${pods[0]}; from=$1 pid=$3
+  name=demo.kuryr-demo.svc.cluster.local want=$(kubectl -n kuryr-demo get service demo -o jsonpath='{.spec.clusterIP}')
+  # The pod's own nslookup and /etc/resolv.conf (its nameserver is the kubelet's --cluster-dns).
+  resolve() { nsenter -t "$pid" -n -m nslookup "$name" 2>/dev/null | awk '/^Name:/{n=1} n && /^Address/{print $NF; exit}'; }
+  resolved() { [ "$(resolve)" = "$want" ]; }
+  waitfor "$name to resolve in $from" 120 resolved || true
+  got=$(resolve || true)
+  printf '  %s (nameserver %s) → %s : %s\n' "$from" "$(nsenter -t "$pid" -m awk '/^nameserver/{print $2; exit}' /etc/resolv.conf 2>/dev/null)" "$name" "${got:-no answer}"
+  [ "$got" = "$want" ] || unanswered "$from → DNS $name (want $want, Service kube-system/kube-dns)"
+fi
+echo
 echo "== Kubernetes Nodes (vm1..3: the lab VMs, no kubelet; kubelet-vm1/2: real nodes on vm1/vm2)"
 kubectl get nodes -o custom-columns='NODE:.metadata.name,INTERNAL-IP:.status.addresses[?(@.type=="InternalIP")].address,READY:.status.conditions[?(@.type=="Ready")].status,NEUTRON-PORT:.metadata.annotations.kuryr\.lab/neutron-port' | sed 's/^/  /'
 echo

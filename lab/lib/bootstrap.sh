@@ -27,25 +27,6 @@ if [ "$LAB_AUTH" = keystone ]; then
   APPCRED_SECRET=$(jq -r .application_credential.secret "$S/keystone/appcred.json")
 fi
 
-# plug_netns NS HOST_LINK MAC ADDR/LEN GATEWAY: netns NS whose eth0 is one end of a veth; the other end,
-# HOST_LINK, is left for the caller to add to an OVS bridge. MAC and GATEWAY may be empty. Kept if it exists.
-plug_netns() {
-  local ns=$1 hl=$2 mac=$3 addr=$4 gw=$5
-  ip netns list | awk '{print $1}' | grep -qx "$ns" && return 0
-  ip netns add "$ns"
-  ip link add "$hl" type veth peer name "$ns-g"
-  ip link set "$ns-g" netns "$ns"
-  ip -n "$ns" link set "$ns-g" name eth0
-  [ -z "$mac" ] || ip -n "$ns" link set eth0 address "$mac"
-  ip -n "$ns" addr add "$addr" dev eth0
-  # userspace OVS conntrack sees bad L4 checksums from offloaded veths, and OVN's ACLs then drop TCP/UDP
-  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set eth0 up
-  [ -z "$gw" ] || ip -n "$ns" route add default via "$gw"
-  ip link set "$hl" up
-}
-
 TAGS='["kuryr-lab"]'
 POD_NET=$(ensure networks kuryr-pods "{\"name\":\"kuryr-pods\",\"project_id\":\"$PROJECT_ID\"}")
 POD_SUBNET=$(ensure subnets kuryr-pods "{\"name\":\"kuryr-pods\",\"network_id\":\"$POD_NET\",\"cidr\":\"$POD_CIDR\",\"gateway_ip\":\"$POD_GW\",\"enable_dhcp\":false,\"ip_version\":4,\"project_id\":\"$PROJECT_ID\"}")

@@ -42,6 +42,11 @@ SVC_CIDR6=fd42:19::/112 SVC_GW6=fd42:19::ffff
 # The API server's address on the pod network (lib/bootstrap.sh gives it a Neutron port in netns kuryr-kapi) and
 # the `kubernetes` Service's clusterIP (the first of SVC_CIDR): pods reach the API through that Service.
 KAPI_IP=198.18.0.10 KAPI_SVC_IP=198.19.0.1
+# The cluster DNS (lib/dns.sh): CoreDNS on a Neutron port at DNS_IP, behind the Service kube-system/kube-dns at
+# DNS_SVC_IP (the kubelets' --cluster-dns), domain CLUSTER_DOMAIN; COREDNS_VERSION is built by lib/build-coredns.sh.
+DNS_IP=198.18.0.9 DNS_SVC_IP=198.19.0.10 CLUSTER_DOMAIN=cluster.local
+# 1.15.0: the newest release the Go module proxy served on 2026-11-29; its go.mod asks for Go >= 1.26.0, the machine's.
+COREDNS_VERSION=${KURYR_LAB_COREDNS:-1.15.0}
 EXT_CIDR=203.0.113.0/24 EXT_GW=203.0.113.1
 # A host outside the cluster on the external network (netns kuryr-outside), for floating IPs: the external
 # subnet's gateway, as the upstream router of a real provider network (Neutron never allocates that address).
@@ -104,6 +109,38 @@ probe_lines() { echo "$(wc -l <"$2") of $1 packages compiled"; }
 # probe_last LOG: the log's last line, shortened.
 probe_last() { tail -n 1 "$1" | tr -d '\r' | cut -c1-100; }
 
+# go_env WORK: the Go settings of the lab's Go builds (lib/kube-tree.sh, build-coredns.sh): the module and build
+# caches under $LAB_CACHE (shared, so a rebuild compiles only what changed), static binaries, no workspace, go.mod
+# may be updated; WORK is emptied and gives the go command a private HOME.
+go_env() {
+  rm -rf "$1"; mkdir -p "$1/home"
+  export GOPATH=$LAB_CACHE/gopath GOMODCACHE=$LAB_CACHE/gopath/pkg/mod GOCACHE=$LAB_CACHE/go-build-cache
+  export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 HOME=$1/home
+}
+
+# mkimage REF ROOTFS OUT ENTRYPOINT CMD: a one-layer `docker save` archive of ROOTFS tagged REF (no registry here:
+# `ctr images import` takes it); ENTRYPOINT and CMD are JSON (an array or null).
+mkimage() {
+  local ref=$1 rootfs=$2 out=$3 ep=$4 cmd=$5 w diff cfg
+  w=$(mktemp -d)
+  tar --numeric-owner --owner=0 --group=0 -C "$rootfs" -cf "$w/layer.tar" .
+  diff=$(sha256sum "$w/layer.tar" | cut -d' ' -f1)
+  printf '{"architecture":"amd64","os":"linux","created":"2024-01-01T00:00:00Z","config":{"Env":["PATH=/bin:/sbin:/usr/bin:/usr/sbin"],"Entrypoint":%s,"Cmd":%s,"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"2024-01-01T00:00:00Z","created_by":"kuryr-lab"}]}' \
+    "$ep" "$cmd" "$diff" >"$w/config.json"
+  cfg=$(sha256sum "$w/config.json" | cut -d' ' -f1)
+  mv "$w/config.json" "$w/$cfg.json"; mkdir "$w/$diff"; mv "$w/layer.tar" "$w/$diff/layer.tar"
+  echo "[{\"Config\":\"$cfg.json\",\"RepoTags\":[\"$ref\"],\"Layers\":[\"$diff/layer.tar\"]}]" >"$w/manifest.json"
+  tar -C "$w" -cf "$out" manifest.json "$cfg.json" "$diff"
+  rm -rf "$w"
+}
+# image_ok OUT REF: OUT is such an archive of REF: manifest.json names REF, one layer and a config the tar holds.
+image_ok() {
+  local files m; files=$(tar -tf "$1") || return 1
+  m=$(tar -xOf "$1" manifest.json) || return 1
+  jq -e --arg r "$2" 'length == 1 and .[0].RepoTags == [$r] and (.[0].Layers | length) == 1' <<<"$m" >/dev/null || return 1
+  grep -qx "$(jq -r '.[0].Config' <<<"$m")" <<<"$files" && grep -qx "$(jq -r '.[0].Layers[0]' <<<"$m")" <<<"$files"
+}
+
 # The kuryr-daemon and kuryr-cni the lab's nodes run when kuryr-rs is not installed from its image:
 # KURYR_LAB_BINARIES=debug (default: the workspace's debug build, which `cargo test` builds anyway) or static
 # (deploy/image/build-bins, the image's own build: ./demo.sh asks for it, so a first run compiles the tree once).
@@ -123,6 +160,25 @@ node_binaries() {
       tail -n 1 "$logf" ;;
     *) log "KURYR_LAB_BINARIES=$LAB_BINARIES: debug or static"; return 1 ;;
   esac
+}
+
+# plug_netns NS HOST_LINK MAC ADDR/LEN GATEWAY: netns NS whose eth0 is one end of a veth; the other end,
+# HOST_LINK, is left for the caller to add to an OVS bridge. MAC and GATEWAY may be empty. Kept if it exists.
+plug_netns() {
+  local ns=$1 hl=$2 mac=$3 addr=$4 gw=$5
+  ip netns list | awk '{print $1}' | grep -qx "$ns" && return 0
+  ip netns add "$ns"
+  ip link add "$hl" type veth peer name "$ns-g"
+  ip link set "$ns-g" netns "$ns"
+  ip -n "$ns" link set "$ns-g" name eth0
+  [ -z "$mac" ] || ip -n "$ns" link set eth0 address "$mac"
+  ip -n "$ns" addr add "$addr" dev eth0
+  # userspace OVS conntrack sees bad L4 checksums from offloaded veths, and OVN's ACLs then drop TCP/UDP
+  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+  [ -z "$gw" ] || ip -n "$ns" route add default via "$gw"
+  ip link set "$hl" up
 }
 
 # fail_component NAME LOGFILE: a failed start names the component and shows the tail of its log.

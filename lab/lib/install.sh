@@ -24,9 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -q --no-install-recommends "${missing[@]}" || die "apt-get install failed"
 fi
 mkdir -p "$LAB_CACHE"
-# Kubernetes (CPU-bound, ~8 min cold) builds beside the downloads below (OVN/OVS debs, venvs, guest kernel), in
-# a session of its own so that a failure here stops it whole.
-setsid bash "$LAB_DIR/lib/build-kube.sh" & pk=$!
+# Kubernetes (CPU-bound, ~8 min cold), then CoreDNS (~2.5 min, lib/dns.sh), build beside the downloads below
+# (OVN/OVS debs, venvs, guest kernel), in a session of their own so that a failure here stops them whole.
+setsid bash -c "bash '$LAB_DIR/lib/build-kube.sh' && bash '$LAB_DIR/lib/build-coredns.sh'" & pk=$!
 trap 'kill -- -$pk 2>/dev/null || true' EXIT
 bash "$LAB_DIR/lib/newer-debs.sh"
 
@@ -54,5 +54,5 @@ rc=0; wait $p1 || rc=1; wait $p2 || rc=1; wait $p3 || rc=1
 
 # The qemu guest kernel for the VLAN binding test (this machine's kernel has no 802.1Q).
 bash "$LAB_DIR/lib/guest-kernel.sh"
-wait $pk || die "building Kubernetes failed (its lines above say where)"
+wait $pk || die "building Kubernetes or CoreDNS failed (its lines above say where)"
 trap - EXIT

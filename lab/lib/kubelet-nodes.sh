@@ -41,20 +41,6 @@ build_images() { # static pause + busybox, as docker-archive tarballs (no regist
   rm -rf "$w"; touch "$IMAGES/.complete"
 }
 
-mkimage() { # REF ROOTFS OUT ENTRYPOINT CMD: a one-layer `docker save` archive
-  local ref=$1 rootfs=$2 out=$3 ep=$4 cmd=$5 w diff cfg
-  w=$(mktemp -d)
-  tar --numeric-owner --owner=0 --group=0 -C "$rootfs" -cf "$w/layer.tar" .
-  diff=$(sha256sum "$w/layer.tar" | cut -d' ' -f1)
-  printf '{"architecture":"amd64","os":"linux","created":"2024-01-01T00:00:00Z","config":{"Env":["PATH=/bin:/sbin:/usr/bin:/usr/sbin"],"Entrypoint":%s,"Cmd":%s,"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"2024-01-01T00:00:00Z","created_by":"kuryr-lab"}]}' \
-    "$ep" "$cmd" "$diff" >"$w/config.json"
-  cfg=$(sha256sum "$w/config.json" | cut -d' ' -f1)
-  mv "$w/config.json" "$w/$cfg.json"; mkdir "$w/$diff"; mv "$w/layer.tar" "$w/$diff/layer.tar"
-  echo "[{\"Config\":\"$cfg.json\",\"RepoTags\":[\"$ref\"],\"Layers\":[\"$diff/layer.tar\"]}]" >"$w/manifest.json"
-  tar -C "$w" -cf "$out" manifest.json "$cfg.json" "$diff"
-  rm -rf "$w"
-}
-
 cgroup_root() { echo "kuryr-lab-$1"; }
 mk_cgroups() { # the kubelet's --cgroup-root must exist in every v1 hierarchy (cpuset needs cpus/mems)
   local c=$1 s
@@ -184,6 +170,8 @@ kind: KubeletConfiguration
 podLogsDir: $d/pod-logs
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
+clusterDNS: [$DNS_SVC_IP]
+clusterDomain: $CLUSTER_DOMAIN
 EOK
       start "kubelet-$node" "$S/log/kubelet-$node.log" "$KUBE_BIN/kubelet" \
         --config="$d/kubelet/config.yaml" --kubeconfig="$S/k8s/kubeconfig" \

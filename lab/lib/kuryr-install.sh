@@ -11,9 +11,10 @@
 #                              no kuryr-rs pod and no conflist is left, start the host-process daemons again
 #                              (not with --no-restore: `lab/lab nodes up` does it later)
 #   lab/lab kuryr status       the installed tag and the pods
+#   lab/lab kuryr instance e2e one more controller, for the namespaces of Kubernetes' e2e suite (lab/e2e)
 #
-# Settings: KURYR_INSTALL_NAMESPACE (the one namespace the installed controller serves, default kuryr-demo:
-# lab tests run controllers of their own in theirs), KURYR_INSTALL_CLUSTER_ID (default kuryr-lab),
+# Settings: KURYR_INSTALL_NAMESPACE (the namespace the installed controller serves besides kube-system, default
+# kuryr-demo: lab tests run controllers of their own in theirs), KURYR_INSTALL_CLUSTER_ID (default kuryr-lab),
 # KURYR_INSTALL_POLICY_NAMESPACE (unset: none; ./demo.sh: kuryr-demo-policy): a second controller Deployment
 # of the same image for that namespace, with a network of its own and NetworkPolicies (write_policy_instance).
 set -euo pipefail
@@ -63,7 +64,9 @@ cmd_install() {
   cp "$S/clouds.yaml" "$INST/clouds.yaml"
   cat >"$INST/kuryr.yaml" <<EOC
 cluster_id: ${KURYR_INSTALL_CLUSTER_ID:-kuryr-lab}
-namespace: ${KURYR_INSTALL_NAMESPACE:-kuryr-demo}
+# Its namespace, and kube-system for the cluster DNS's Service (lib/dns.sh); every namespace carries its name
+# as a label, so no namespace needs labelling (nor existing yet).
+namespace_selector: "kubernetes.io/metadata.name in (${KURYR_INSTALL_NAMESPACE:-kuryr-demo},kube-system)"
 os_cloud: kuryr-lab
 clouds_yaml: /etc/kuryr/clouds/clouds.yaml
 pod_subnet: $(lab_json pod_subnet_id)
@@ -171,13 +174,14 @@ EOC
       || { pods_report; die "kuryr install: no conflist on $node"; }
   done
   echo "$tag" >"$INST/tag"
+  echo "${KURYR_INSTALL_NAMESPACE:-kuryr-demo}" >"$INST/namespace"
   log "kuryr install: kuryr-rs:$tag running from its image ($(since "$t")s)"
 }
 
 # A second controller from the same image for one more namespace with other settings: its own network (the
-# namespace subnet driver) and NetworkPolicies as security groups, nested-vlan subports on vm3. One controller
-# serves one namespace or all, and the lab's tests run controllers of their own in theirs, hence two scoped
-# instances (own ConfigMap, Lease, admin port 28083; same ServiceAccount and RBAC).
+# namespace subnet driver) and NetworkPolicies as security groups, nested-vlan subports on vm3. The main one
+# serves its namespace and kube-system, and the lab's tests run controllers of their own in theirs, hence
+# scoped instances (own ConfigMap, Lease, admin port; same ServiceAccount and RBAC).
 write_policy_instance() {
   cat >"$INST/kuryr-policy.yaml" <<EOC
 cluster_id: ${KURYR_INSTALL_CLUSTER_ID:-kuryr-lab}-policy
@@ -197,24 +201,55 @@ leader_lease_seconds: 10
 leader_renew_grace_seconds: 3
 log_format: json
 EOC
-  # The installed controller's Deployment, renamed, with this config and port (what lab/overlay patches, again).
-  $KUBECTL kustomize "$REPO_DIR/lab/overlay" | awk 'BEGIN{RS="\n---\n"} /\nkind: Deployment\n/ && /name: kuryr-controller\n/' \
-    | sed -e 's/^  name: kuryr-controller$/  name: kuryr-controller-policy/' \
-      -e 's|app.kubernetes.io/name: kuryr-controller$|app.kubernetes.io/name: kuryr-controller-policy|' \
-      -e 's/name: kuryr-config$/name: kuryr-config-policy/' \
-      -e 's/containerPort: 8082$/containerPort: 28083/' \
-      -e 's|^\( *\)- /etc/kuryr/kuryr.yaml$|&\n\1- --network-policy|' \
-    >"$INST/policy-controller.yaml"
-  grep -q 'name: kuryr-controller-policy' "$INST/policy-controller.yaml" \
-    || die "kuryr install: could not derive the policy controller's Deployment from lab/overlay"
+  derive_controller policy 28083 --network-policy >"$INST/policy-controller.yaml"
+}
+
+# derive_controller NAME PORT [FLAG]: the installed controller's Deployment (what lab/overlay patches) renamed
+# kuryr-controller-NAME, reading ConfigMap kuryr-config-NAME, its admin port PORT, with FLAG added.
+derive_controller() {
+  local name=$1 port=$2 flag=${3:-} out
+  out=$($KUBECTL kustomize "$REPO_DIR/lab/overlay" | awk 'BEGIN{RS="\n---\n"} /\nkind: Deployment\n/ && /name: kuryr-controller\n/' \
+    | sed -e "s/^  name: kuryr-controller\$/  name: kuryr-controller-$name/" \
+      -e "s|app.kubernetes.io/name: kuryr-controller\$|app.kubernetes.io/name: kuryr-controller-$name|" \
+      -e "s/name: kuryr-config\$/name: kuryr-config-$name/" \
+      -e "s/containerPort: 8082\$/containerPort: $port/" \
+      -e "s|^\( *\)- /etc/kuryr/kuryr.yaml\$|&${flag:+\\n\\1- $flag}|")
+  grep -q "name: kuryr-controller-$name" <<<"$out" || die "kuryr install: could not derive the $name controller's Deployment from lab/overlay"
+  printf '%s\n' "$out"
+}
+
+# instance e2e: one more controller for the namespaces Kubernetes' e2e framework makes (lab/e2e): every one
+# carries the label e2e-run. Cluster id <cluster id>-e2e, NetworkPolicies on, the main one's Services settings
+# (default/kubernetes stays the main one's: `default` is not selected here). Applied beside an install.
+cmd_instance_e2e() {
+  [ -f "$INST/kuryr.yaml" ] || die "kuryr instance e2e: kuryr-rs is not installed (lab/lab kuryr install)"
+  local t; t=$(now)
+  sed -e '/^namespace_selector:/d' -e '/^namespace:/d' -e '/^lb_default_kubernetes:/d' -e '/^# /d' \
+      -e '/^cluster_id:/d' -e '/^metrics_addr:/d' -e '/^leader_lease_name:/d' "$INST/kuryr.yaml" >"$INST/kuryr-e2e.yaml"
+  cat >>"$INST/kuryr-e2e.yaml" <<EOC
+cluster_id: $(sed -n 's/^cluster_id: //p' "$INST/kuryr.yaml")-e2e
+namespace_selector: e2e-run
+metrics_addr: 127.0.0.1:28084
+leader_lease_name: kuryr-controller-e2e
+EOC
+  derive_controller e2e 28084 --network-policy >"$INST/e2e-controller.yaml"
+  # The image the install runs (the derived Deployment names the overlay's untagged one).
+  sed -i "s|image: kuryr-rs\(:[^ ]*\)\?\$|image: kuryr-rs:$(cat "$INST/tag")|" "$INST/e2e-controller.yaml"
+  $KUBECTL -n kube-system create configmap kuryr-config-e2e --from-file=kuryr.yaml="$INST/kuryr-e2e.yaml" \
+    --dry-run=client -o yaml | $KUBECTL apply -f - >/dev/null || die "kuryr instance e2e: its ConfigMap was refused"
+  $KUBECTL apply -f "$INST/e2e-controller.yaml" >/dev/null || die "kuryr instance e2e: its Deployment was refused"
+  $KUBECTL -n kube-system rollout restart deploy/kuryr-controller-e2e >/dev/null
+  $KUBECTL -n kube-system rollout status deploy/kuryr-controller-e2e --timeout=180s >/dev/null \
+    || { pods_report; die "kuryr instance e2e: kuryr-controller-e2e did not roll out"; }
+  log "kuryr instance e2e: kuryr-controller-e2e serves the namespaces labelled e2e-run ($(since "$t")s)"
 }
 
 pods_report() {
-  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o wide >&2 || true
-  $KUBECTL -n kube-system describe pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' 2>/dev/null | tail -40 >&2 || true
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-controller-e2e,kuryr-daemon)' -o wide >&2 || true
+  $KUBECTL -n kube-system describe pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-controller-e2e,kuryr-daemon)' 2>/dev/null | tail -40 >&2 || true
 }
 
-no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o name 2>/dev/null)" ]; }
+no_kuryr_pods() { [ -z "$($KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-controller-e2e,kuryr-daemon)' -o name 2>/dev/null)" ]; }
 no_conflists() { ! ls "$N"/*/cni-conf/10-kuryr.conflist >/dev/null 2>&1; }
 
 # The `kubernetes` Service's load balancer is the cluster's, not a workload's: before the controller goes it
@@ -233,6 +268,8 @@ cmd_uninstall() {
   if [ -f "$INST/kustomization.yaml" ]; then
     local t; t=$(now)
     release_kapi_lb
+    # The e2e instance (lab/e2e) is not in the kustomization: it goes first, by name.
+    $KUBECTL -n kube-system delete deploy/kuryr-controller-e2e configmap/kuryr-config-e2e --ignore-not-found >/dev/null || true
     # Everything install applied except the CRDs (their deletion would take every test's objects along).
     $KUBECTL kustomize "$INST" | yq_drop_crds | $KUBECTL delete --ignore-not-found --wait=true --timeout=120s -f - >/dev/null \
       || die "kuryr uninstall: kubectl delete failed"
@@ -250,11 +287,12 @@ yq_drop_crds() { awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/\nkind: CustomResourc
 
 cmd_status() {
   if [ -f "$INST/tag" ]; then echo "kuryr-rs:$(cat "$INST/tag") installed from its image"; else echo "not installed"; fi
-  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-daemon)' -o wide 2>/dev/null || true
+  $KUBECTL -n kube-system get pods -l 'app.kubernetes.io/name in (kuryr-controller,kuryr-controller-policy,kuryr-controller-e2e,kuryr-daemon)' -o wide 2>/dev/null || true
 }
 
 case "${1:-}" in
   install) cmd_install ;;
+  instance) [ "${2:-}" = e2e ] || die "kuryr instance: e2e is the one instance"; cmd_instance_e2e ;;
   uninstall) cmd_uninstall "${2:-}" ;;
   status) cmd_status ;;
   *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

@@ -82,6 +82,16 @@ pub struct LabApiServer {
     pub service_ip: String,
 }
 
+/// The cluster DNS (lab/lib/dns.sh): CoreDNS at `ip` in netns `netns`, behind Service kube-system/kube-dns at
+/// `service_ip`, for names under `domain`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabDns {
+    pub ip: String,
+    pub netns: String,
+    pub service_ip: String,
+    pub domain: String,
+}
+
 /// Logs of the controllers a test runs in-process (`kuryr_controller=info`, or `RUST_LOG`), to the test's
 /// output. Once per process; later calls do nothing.
 pub fn trace_controllers() {
@@ -112,6 +122,18 @@ impl Lab {
         let text = std::fs::read_to_string(&path).map_err(|e| {
             anyhow::anyhow!(
                 "no running lab ({}: {e}); start one with `lab/lab up` (or set KURYR_LAB_STATE)",
+                path.display()
+            )
+        })?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// The cluster DNS as `lab/lab up` started it (`dns/dns.json` in the state directory).
+    pub fn dns(&self) -> anyhow::Result<LabDns> {
+        let path = self.state_dir.join("dns/dns.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "the lab has no cluster DNS ({}: {e}); `lab/lab up` starts it",
                 path.display()
             )
         })?;

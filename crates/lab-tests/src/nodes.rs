@@ -132,16 +132,8 @@ pub fn installed_kuryr(lab: &Lab) -> Option<(String, String)> {
     }
     let inst = lab.state_dir.join("install");
     let tag = std::fs::read_to_string(inst.join("tag")).unwrap_or_default();
-    let ns = std::fs::read_to_string(inst.join("kuryr.yaml"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("namespace:")
-                .map(|v| v.trim().trim_matches('"').to_owned())
-        })
-        .unwrap_or_default();
-    Some((tag.trim().to_owned(), ns))
+    let ns = std::fs::read_to_string(inst.join("namespace")).unwrap_or_default();
+    Some((tag.trim().to_owned(), ns.trim().to_owned()))
 }
 
 /// Names of the Nodes matching label selector `selector` whose Ready condition is True.

@@ -9,13 +9,14 @@ mod simnets;
 mod svc_common;
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use kuryr_api::k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset};
-use kuryr_api::{annotations, Endpoints, ObjectMeta, Patch, PatchParams, PostParams};
+use kuryr_api::{annotations, Api, Endpoints, ObjectMeta, Patch, PatchParams, PostParams};
 use kuryr_openstack::neutron::floating_ips;
 use kuryr_openstack::octavia::{listeners, pools};
-use lab_tests::Lab;
+use lab_tests::{Lab, LabDns};
 use serde_json::json;
 use svc_common::{delta, mk_service, pod_ips, shape, supported, Backend, Harness};
 
@@ -165,6 +166,102 @@ async fn disjoint(a: &Harness, b: &Harness) -> anyhow::Result<()> {
     b.wait_klb("web", "still Ready", |k| shape(k) == (1, 1, 1))
         .await?;
     Ok(())
+}
+
+/// The lab's cluster DNS (CoreDNS, lab/lib/dns.sh) through a load balancer kuryr-rs builds on the real
+/// Octavia (ovn), as for kube-system/kube-dns: a selector-less Service with CoreDNS's address as its endpoint on
+/// 53 UDP and 53 TCP. From a VM, each listener answers a Service's name with its clusterIP and an unknown name
+/// with NXDOMAIN.
+#[tokio::test]
+async fn the_cluster_dns_answers_through_its_load_balancer_over_udp_and_tcp() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let dns = lab.dns()?;
+    let h = Harness::start(&lab, Backend::lab(&lab, "ovn").await?, |_| {}).await?;
+    let result = dns_through_lb(&lab, &h, &dns).await;
+    h.finish(result).await
+}
+
+async fn dns_through_lb(lab: &Lab, h: &Harness, dns: &LabDns) -> anyhow::Result<()> {
+    let svc = mk_service("dns", &[("dns", 53, "UDP", 53), ("dns-tcp", 53, "TCP", 53)], None);
+    h.services().create(&PostParams::default(), &svc).await?;
+    let endpoints: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "dns"},
+        "subsets": [{"addresses": [{"ip": dns.ip}],
+            "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}]
+    }))?;
+    Api::<Endpoints>::namespaced(h.client.clone(), &h.ns)
+        .create(&PostParams::default(), &endpoints)
+        .await?;
+    h.wait_klb("dns", "two listeners, each with CoreDNS as member", |k| {
+        shape(k) == (2, 2, 2)
+    })
+    .await?;
+    let vip = h
+        .services()
+        .get("dns")
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .context("no clusterIP")?;
+    // vm3: a worker VM on the pod network, no pod of this test on it.
+    let vm = &lab.vms.last().context("the lab has no VMs")?.netns;
+    let name = format!("kubernetes.default.svc.{}", dns.domain);
+    let unknown = format!("no-such-service.default.svc.{}", dns.domain);
+    for proto in ["udp", "tcp"] {
+        // The first answer may take a moment: the load balancer is Ready before OVN has programmed it.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let answer = loop {
+            let got = dns_query(vm, &vip, proto, &name)?;
+            if got.starts_with("A ") || Instant::now() > deadline {
+                break got;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        ensure!(
+            answer == format!("A {}", lab.apiserver.service_ip),
+            "{proto} {vip}:53 {name}: {answer}, want A {}",
+            lab.apiserver.service_ip
+        );
+        let answer = dns_query(vm, &vip, proto, &unknown)?;
+        ensure!(
+            answer == "NXDOMAIN",
+            "{proto} {vip}:53 {unknown}: {answer}, want NXDOMAIN"
+        );
+        eprintln!("{proto}: {vip}:53 answered {name} and {unknown}");
+    }
+    Ok(())
+}
+
+/// One DNS A query for `name` to `server`:53 over `proto` (`udp`, `tcp`) from netns `ns`: `A <address>`,
+/// `NXDOMAIN`, or what went wrong. (The lab has no dig; python3 writes the query.)
+fn dns_query(ns: &str, server: &str, proto: &str, name: &str) -> anyhow::Result<String> {
+    const QUERY: &str = r#"
+import socket, struct, sys
+server, proto, name = sys.argv[1:4]
+q = b"\x4b\x52\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00\x00\x01\x00\x01"
+try:
+    if proto == "tcp":
+        s = socket.create_connection((server, 53), timeout=3)
+        s.sendall(struct.pack("!H", len(q)) + q)
+        n = struct.unpack("!H", s.recv(2))[0]; r = b""
+        while len(r) < n:
+            r += s.recv(n - len(r))
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+        s.sendto(q, (server, 53)); r = s.recv(4096)
+except OSError as e:
+    print("error:", e); sys.exit(0)
+rcode, answers = r[3] & 15, struct.unpack("!H", r[6:8])[0]
+if rcode == 3:
+    print("NXDOMAIN")
+elif rcode == 0 and answers >= 1 and r[-6:-4] == b"\x00\x04":
+    print("A " + ".".join(str(b) for b in r[-4:]))
+else:
+    print("rcode", rcode, "answers", answers)
+"#;
+    let out = lab_tests::netns::exec(ns, "python3", &["-c", QUERY, server, proto, name])?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 async fn run(lab: &Lab, backend: Backend) -> anyhow::Result<()> {

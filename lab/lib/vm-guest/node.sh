@@ -96,6 +96,8 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
+clusterDNS: [${CLUSTER_DNS:?}]
+clusterDomain: ${CLUSTER_DOMAIN:?}
 EOK
 bg kubelet "$KUBE_BIN/kubelet" --config="$G/kubelet.yaml" --kubeconfig="$G/kubeconfig" \
   --container-runtime-endpoint=unix:///run/containerd/containerd.sock --runtime-request-timeout=5m \
