@@ -14,9 +14,8 @@ set -euo pipefail
 
 out=$LAB_CACHE/e2e-$KUBE_VERSION
 names() { log "e2e $KUBE_VERSION names: $(tr '\n' ' ' <"$1")"; }
-have=1; for f in bin/e2e.test bin/agnhost images.txt images/agnhost.tar; do [ -s "$out/$f" ] || have=0; done
-if [ $have = 1 ]; then log "e2e $KUBE_VERSION cached in $out"; names "$out/images.txt"; exit 0; fi
-command -v go >/dev/null || die "go is not installed (apt golang-go, or the machine's Go)"
+# What the agnhost image holds besides agnhost (agnhost_image): a change makes the image again, not the binaries.
+IMAGE_RECIPE="3: dash, busybox, curl, GNU wget, getent, netcat-openbsd, dig"
 
 # probe_compiles TOTAL LOG: "812 of 2950 packages compiled (k8s.io/...)", then "linking". `go test -c` has no
 # per-package listing (its -v is the test binary's flag), so count the compile commands its -x prints; cached
@@ -29,41 +28,43 @@ probe_compiles() {
   echo "$n of $1 packages compiled${last:+ ($last)}"
 }
 
-# with_libs ROOT BIN PATH: BIN at ROOT/PATH with every shared library ldd resolves for it, the loader included
-# (the host's binaries are dynamic; the image has no libc of its own).
+# with_libs ROOT BIN PATH [LIBDIR]: BIN at ROOT/PATH with every shared library ldd resolves for it (LIBDIR first:
+# libraries unpacked from .debs), the loader included (the host's binaries are dynamic; the image has no libc).
 with_libs() {
-  local r=$1 libs lib
-  libs=$(ldd "$2") || die "agnhost image: ldd $2 failed"
+  local r=$1 libs lib dest
+  libs=$(LD_LIBRARY_PATH=${4:-} ldd "$2") || die "agnhost image: ldd $2 failed"
   [[ $libs != *"not found"* ]] || die "agnhost image: $2 misses libraries: $(grep 'not found' <<<"$libs" | tr -s ' \t\n' ' ')"
   install -D -m 755 "$2" "$r$3"
   for lib in $(grep -o '/[^ ]*' <<<"$libs"); do
-    [ -e "$r$lib" ] || install -D -m 755 "$lib" "$r$lib"
+    dest=$lib
+    # An unpacked .deb's library goes where its package puts it.
+    [ -z "${4:-}" ] || [[ $lib != "$4"/* ]] || dest=/usr/lib/x86_64-linux-gnu/${lib#"$4"/}
+    [ -e "$r$dest" ] || install -D -m 755 "$lib" "$r$dest"
   done
 }
 
-# nc_openbsd DIR: prints the path of netcat-openbsd's nc: the host's if installed, else unpacked in DIR from its
-# .deb (apt's cache or `apt-get download`), never installed system-wide.
-nc_openbsd() {
-  local d=$1 deb f
-  for f in /bin/nc.openbsd /usr/bin/nc.openbsd; do [ -x "$f" ] && { echo "$f"; return 0; }; done
-  mkdir -p "$d"
-  deb=$(ls /var/cache/apt/archives/netcat-openbsd_*_amd64.deb 2>/dev/null | tail -n 1 || true)
-  if [ -z "$deb" ]; then
-    # apt's download runs as _apt, which cannot write into the lab's cache: download as root.
-    (cd "$d" && { apt-get -o APT::Sandbox::User=root download -q netcat-openbsd \
-      || { apt-get update -q && apt-get -o APT::Sandbox::User=root download -q netcat-openbsd; }; }) >"$d/apt.log" 2>&1 \
-      || die "agnhost image: apt-get download netcat-openbsd failed (log: $d/apt.log)"
-    deb=$(ls "$d"/netcat-openbsd_*.deb | tail -n 1)
-  fi
-  dpkg-deb -x "$deb" "$d/root"
-  f=$(find "$d/root" -name nc.openbsd -type f | head -n 1)
-  [ -n "$f" ] || die "agnhost image: $deb has no nc.openbsd"
-  echo "$f"
+# unpack_debs DIR PKG...: the packages unpacked into DIR/root (apt's cache, else `apt-get download`), never
+# installed system-wide; prints DIR/root.
+unpack_debs() {
+  local d=$1 p deb; shift
+  mkdir -p "$d/root"
+  for p in "$@"; do
+    deb=$(ls /var/cache/apt/archives/"${p}"_*_amd64.deb "$d/${p}"_*.deb 2>/dev/null | tail -n 1 || true)
+    if [ -z "$deb" ]; then
+      # apt's download runs as _apt, which cannot write into the lab's cache: download as root.
+      (cd "$d" && { apt-get -o APT::Sandbox::User=root download -q "$p" \
+        || { apt-get update -q && apt-get -o APT::Sandbox::User=root download -q "$p"; }; }) >>"$d/apt.log" 2>&1 \
+        || die "agnhost image: apt-get download $p failed (log: $d/apt.log)"
+      deb=$(ls "$d/${p}"_*.deb | tail -n 1)
+    fi
+    dpkg-deb -x "$deb" "$d/root"
+  done
+  echo "$d/root"
 }
 
 # agnhost_image REF AGNHOST SRC OUT: the image e2e's pods run as REF, as upstream's (SRC/test/images/agnhost/
 # Dockerfile): entrypoint /agnhost with CMD pause, the /agnhost-2 link, /uploads, porter's certificates and the
-# user/group one test expects; then busybox-static's applets, and the real curl and netcat-openbsd that e2e runs.
+# user/group one test expects; then busybox-static's applets, and the real tools e2e runs (below).
 # /bin/sh is dash: busybox's sh runs its own nc applet ahead of $PATH, and e2e's `nc -v -t ...` fails with it.
 agnhost_image() {
   local ref=$1 r=$work/agnhost-root nc a
@@ -71,10 +72,13 @@ agnhost_image() {
   cp "$2" "$r/agnhost"; ln -s agnhost "$r/agnhost-2"
   cp "$3/test/images/agnhost/porter/localhost.crt" "$3/test/images/agnhost/porter/localhost.key" "$r/"
   chmod 644 "$r/localhost.crt" "$r/localhost.key"
-  nc=$(nc_openbsd "$work/netcat") || exit 1
-  with_libs "$r" "$nc" /bin/nc
-  with_libs "$r" "$(command -v curl)" /bin/curl
-  with_libs "$r" "$(command -v dash)" /bin/dash
+  # e2e's DNS tests run dig (+tcp, +search) and getent; its Service checks run `wget -T` (busybox's wget
+  # segfaults with -T), curl and `nc -v -t`.
+  debs=$(unpack_debs "$work/debs" netcat-openbsd bind9-dnsutils bind9-libs libjemalloc2 libmaxminddb0 libfstrm0 \
+    libprotobuf-c1 liblmdb0) || exit 1
+  with_libs "$r" "$debs/bin/nc.openbsd" /bin/nc
+  with_libs "$r" "$debs/usr/bin/dig" /usr/bin/dig "$debs/usr/lib/x86_64-linux-gnu"
+  for tool in curl dash wget getent; do with_libs "$r" "$(command -v $tool)" "/bin/$tool"; done
   ln -s dash "$r/bin/sh"
   cp /bin/busybox "$r/bin/busybox"
   for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || [ -L "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
@@ -85,12 +89,29 @@ agnhost_image() {
   echo 'hosts: files dns' >"$r/etc/nsswitch.conf"
   # The tools must run from the image's own files: a missing library shows here, not in a test pod.
   # (No redirection inside: the image's /dev is empty, and /dev/null would become a file.)
-  chroot "$r" /bin/sh -c 'curl --version && nc -h 2>&1 | grep -q OpenBSD && ls / && /agnhost --help' >/dev/null 2>&1 \
+  chroot "$r" /bin/sh -c 'curl --version && nc -h 2>&1 | grep -q OpenBSD && dig -v && wget --version && getent passwd root && ls / && /agnhost --help' >/dev/null 2>&1 \
     || die "agnhost image: its tools do not run in $r"
   [ -z "$(ls -A "$r/dev")" ] || die "agnhost image: the check left files in $r/dev"
   mkimage "$ref" "$r" "$4" '["/agnhost"]' '["pause"]'
   image_ok "$4" "$ref" || die "agnhost image: $4 is not an archive of $ref"
 }
+
+have=1; for f in bin/e2e.test bin/agnhost images.txt; do [ -s "$out/$f" ] || have=0; done
+if [ $have = 1 ]; then
+  if [ -s "$out/images/agnhost.tar" ] && [ "$(cat "$out/images/.recipe" 2>/dev/null)" = "$IMAGE_RECIPE" ]; then
+    log "e2e $KUBE_VERSION cached in $out"; names "$out/images.txt"; exit 0
+  fi
+  # The binaries are current, the image is not: make it again from them (porter's certificates come from the
+  # module cache's read-only tree).
+  t=$(now) work=$LAB_CACHE/e2e-image-$KUBE_VERSION
+  rm -rf "$work"; mkdir -p "$work"
+  ref=$(grep '/agnhost:' "$out/images.txt")
+  agnhost_image "$ref" "$out/bin/agnhost" "$LAB_CACHE/gopath/pkg/mod/k8s.io/kubernetes@v$KUBE_VERSION" "$work/agnhost.tar"
+  mkdir -p "$out/images"; mv "$work/agnhost.tar" "$out/images/agnhost.tar"; echo "$IMAGE_RECIPE" >"$out/images/.recipe"
+  rm -rf "$work"
+  log "image $ref made again ($IMAGE_RECIPE) in $(since "$t")s"; names "$out/images.txt"; exit 0
+fi
+command -v go >/dev/null || die "go is not installed (apt golang-go, or the machine's Go)"
 
 t0=$(now)
 work=$LAB_CACHE/e2e-build-$KUBE_VERSION
@@ -145,6 +166,7 @@ log "e2e.test $KUBE_VERSION built in $(since "$t")s"
 
 t=$(now)
 agnhost_image "$agnhost_ref" "$out.tmp/bin/agnhost" "$tree" "$out.tmp/images/agnhost.tar"
+echo "$IMAGE_RECIPE" >"$out.tmp/images/.recipe"
 log "image $agnhost_ref made in $(since "$t")s ($(du -h "$out.tmp/images/agnhost.tar" | cut -f1))"
 
 cd "$LAB_DIR"

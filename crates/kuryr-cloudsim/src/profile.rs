@@ -421,6 +421,10 @@ pub struct ProviderTiming {
     /// The provider refuses `additional_vips` (501 `ProviderUnsupportedOptionError`), as providers
     /// without dual-stack load balancers do.
     pub no_additional_vips: bool,
+    /// The provider refuses SOURCE_IP session persistence (400 "does not support a requested option"), as
+    /// ovn providers before SOURCE_IP affinity did.
+    #[serde(default)]
+    pub no_source_ip_persistence: bool,
 }
 
 impl Default for ProviderTiming {
@@ -434,6 +438,7 @@ impl Default for ProviderTiming {
             delete: Dist::Ms(0.0),
             member_removal_lag: Dist::Ms(0.0),
             no_additional_vips: false,
+            no_source_ip_persistence: false,
         }
     }
 }

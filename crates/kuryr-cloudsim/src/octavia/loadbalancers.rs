@@ -426,7 +426,7 @@ fn create_lb(
     };
     w.lbs.insert(id.clone(), lb);
     // Real Octavia made the VIP port before validating the graph, and leaks it on a 400.
-    if let Err(e) = build_graph(w, &id, m) {
+    if let Err(e) = build_graph(w, &id, m, super::pools::refuses_source_ip(profile, provider)) {
         let extra = w
             .lbs
             .remove(&id)
@@ -457,7 +457,7 @@ fn objects(m: &Map<String, Value>, key: &str) -> ApiResult<Vec<Map<String, Value
 
 /// Octavia's `_graph_create`: listeners' inline default pools move to the pool list (named, unique),
 /// name-only references must resolve; everything is validated before anything is stored.
-fn build_graph(w: &mut World, lb_id: &str, m: &Map<String, Value>) -> ApiResult<()> {
+fn build_graph(w: &mut World, lb_id: &str, m: &Map<String, Value>, sp_refused: bool) -> ApiResult<()> {
     let mut listeners = objects(m, "listeners")?;
     let mut pools = objects(m, "pools")?;
     if listeners.is_empty() && pools.is_empty() {
@@ -514,7 +514,7 @@ fn build_graph(w: &mut World, lb_id: &str, m: &Map<String, Value>) -> ApiResult<
                 )));
             }
         }
-        let pool = super::pools::build(&lb, p)?;
+        let pool = super::pools::build(&lb, p, sp_refused)?;
         let mut seen = HashSet::new();
         for mm in objects(p, "members")? {
             let member = super::members::build(w, &pool, &lb.provider, &mm)?;

@@ -16,6 +16,7 @@ use super::provisioning::{lb_not_found, listeners_of_pool, lock_for_child, sched
 use super::{b, body_obj, created, invalid_field, list_response, missing_field, ok, s, tags, to_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::LbPhase;
+use crate::profile::Profile;
 use crate::state::{Ctx, Shared};
 use crate::util::{new_id, octavia_now};
 use crate::world::World;
@@ -48,8 +49,29 @@ pub fn check_protocols(listener: &str, pool: &str) -> ApiResult<()> {
     }
 }
 
-fn check_provider(provider: &str, algorithm: &str, protocol: &str, sp: Option<&Value>) -> ApiResult<()> {
+/// Whether `provider` refuses SOURCE_IP session persistence in this profile (an older ovn provider).
+pub fn refuses_source_ip(profile: &Profile, provider: &str) -> bool {
+    profile
+        .octavia
+        .providers
+        .get(provider)
+        .is_some_and(|p| p.no_source_ip_persistence)
+}
+
+fn check_provider(
+    provider: &str,
+    algorithm: &str,
+    protocol: &str,
+    sp: Option<&Value>,
+    sp_refused: bool,
+) -> ApiResult<()> {
     let sp_type = sp.and_then(|v| v.get("type")).and_then(Value::as_str);
+    if let Some(t) = sp_type.filter(|_| sp_refused) {
+        return Err(ApiError::unsupported_option(
+            provider,
+            format!("{provider} provider does not support {t} session persistence."),
+        ));
+    }
     match provider {
         "ovn" => {
             if !["TCP", "UDP", "SCTP"].contains(&protocol) {
@@ -115,7 +137,7 @@ fn session_persistence(m: &Map<String, Value>, protocol: &str) -> ApiResult<Opti
 }
 
 /// A new pool (PENDING_CREATE) in `lb` from a request body.
-pub fn build(lb: &LoadBalancer, m: &Map<String, Value>) -> ApiResult<Pool> {
+pub fn build(lb: &LoadBalancer, m: &Map<String, Value>, sp_refused: bool) -> ApiResult<Pool> {
     let protocol = s(m, "protocol").ok_or_else(|| missing_field("protocol"))?;
     if !PROTOCOLS.contains(&protocol.as_str()) {
         return Err(invalid_field("protocol", &Value::String(protocol)));
@@ -125,7 +147,7 @@ pub fn build(lb: &LoadBalancer, m: &Map<String, Value>) -> ApiResult<Pool> {
         return Err(invalid_field("lb_algorithm", &Value::String(algorithm)));
     }
     let sp = session_persistence(m, &protocol)?;
-    check_provider(&lb.provider, &algorithm, &protocol, sp.as_ref())?;
+    check_provider(&lb.provider, &algorithm, &protocol, sp.as_ref(), sp_refused)?;
     Ok(Pool {
         id: new_id(),
         name: s(m, "name").unwrap_or_default(),
@@ -209,7 +231,7 @@ pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Res
             }
         };
         let lb = w.lbs.get(&lb_id).ok_or_else(|| lb_not_found(&lb_id))?;
-        let mut pool = build(lb, &m)?;
+        let mut pool = build(lb, &m, refuses_source_ip(&sh.profile(), &lb.provider))?;
         let mut affected = Vec::new();
         if let Some((l, proto)) = listener {
             check_protocols(&proto, &pool.protocol)?;
@@ -245,7 +267,8 @@ pub async fn update(
         } else {
             p.session_persistence.clone()
         };
-        check_provider(&lb.provider, &algorithm, &p.protocol, sp.as_ref())?;
+        let sp_refused = refuses_source_ip(&sh.profile(), &lb.provider);
+        check_provider(&lb.provider, &algorithm, &p.protocol, sp.as_ref(), sp_refused)?;
         let listeners = listeners_of_pool(w, &id);
         lock_for_child(w, &p.lb_id, &listeners)?;
         let x = w.pools.get_mut(&id).ok_or_else(|| pool_not_found(&id))?;

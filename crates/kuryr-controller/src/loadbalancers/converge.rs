@@ -9,10 +9,11 @@ use kuryr_openstack::octavia::{loadbalancers::LoadBalancer, status::StatusTree};
 use tracing::info;
 
 use super::octavia;
+use super::refusals;
 use super::repair::replace;
 use super::round::{Next, Round};
 use super::status;
-use crate::errors::Result;
+use crate::errors::{Error, Result};
 
 pub enum Converged {
     /// The tree is ACTIVE and matches the spec (the LB as last read).
@@ -103,7 +104,11 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         if !op.members_only() {
             ctx.schedule().forget_observed(&lb.id);
         }
-        octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &round.tags).await?;
+        let done = octavia::execute(&ctx.cloud, &lb.id, op, ctx.project_id.as_deref(), &round.tags).await;
+        if let Err(Error::OpenStack(e)) = &done {
+            refusals::learn(ctx, &round.desired, e);
+        }
+        done?;
         ctx.metrics.lb_op(op.kind());
         ctx.schedule().wrote(uid, Instant::now(), op.objects());
         info!(op = op.kind(), left = ops.len() - 1, "octavia write");

@@ -4,11 +4,13 @@
 use std::time::Instant;
 
 use kuryr_core::lb::create_op;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::octavia::{self, Done};
+use super::refusals;
 use super::round::{Next, Round};
 use super::status;
+use super::vip_leak;
 use crate::errors::{Error, Result};
 
 pub async fn create(round: &mut Round<'_>) -> Result<Next> {
@@ -22,15 +24,10 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     let op = create_op(&round.desired, &fit);
     let done = octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await;
     if let Err(Error::OpenStack(e)) = &done {
-        if e.is_provider_unsupported() && !round.desired.additional_vips.is_empty() {
-            // The next round serves the Service on its first family and says so (DualStackUnsupported).
-            let provider = round
-                .desired
-                .provider
-                .clone()
-                .unwrap_or_else(|| ctx.config.default_provider.clone());
-            warn!(provider, error = %e, "the provider refused additional VIPs: dual-stack Services get one VIP");
-            ctx.learn_no_additional_vips(&provider);
+        refusals::learn(ctx, &round.desired, e);
+        if vip_leak::is_vip_taken(e) && vip_leak::free(ctx, &round.desired).await > 0 {
+            // The address is free again: the next round's create can have it.
+            return Ok(Next::wait(ctx.config.poll_min));
         }
     }
     let Done::Created(created) = done? else {

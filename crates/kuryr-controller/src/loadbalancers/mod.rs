@@ -13,11 +13,13 @@ pub mod fip;
 pub mod locate;
 pub mod observer;
 pub mod octavia;
+pub mod refusals;
 pub mod repair;
 pub mod round;
 pub mod service;
 pub mod sightings;
 pub mod status;
+pub mod vip_leak;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -155,7 +155,7 @@ pub async fn prepare<'a>(
         .unwrap_or_else(|| ctx.config.default_provider.clone());
     let caps = OctaviaCaps {
         version: features.version,
-        no_additional_vips: ctx.lacks_additional_vips(&provider),
+        refused: ctx.refused_by(&provider),
         provider,
     };
     // Pods go on the pod subnet; the API servers of default/kubernetes (and other non-pod backends) on the

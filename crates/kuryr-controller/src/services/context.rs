@@ -3,13 +3,14 @@
 //! pending polls, endpoint bursts, next looks, stray sweeps, the Octavia trees last read), and the observer
 //! that lists the cluster's load balancers for every reconcile.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::KuryrLoadBalancer;
-use kuryr_core::lb::{IndexConfig, Schedule, ScheduleConfig};
+use kuryr_core::lb::{IndexConfig, ProviderFeature, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
 use super::config::{DefaultKubernetes, ServicesConfig};
@@ -42,19 +43,22 @@ pub struct LbContext {
     /// `--namespace-selector`: the namespaces whose Services this controller serves.
     pub selection: Selection,
     schedule: Mutex<Schedule>,
-    /// Providers that refused `additional_vips` (dual-stack Services are served on one family there).
-    no_additional_vips: Mutex<std::collections::BTreeSet<String>>,
+    /// Options each provider refused (see [`crate::loadbalancers::refusals`]).
+    refusals: Mutex<BTreeMap<String, BTreeSet<ProviderFeature>>>,
 }
 
 impl LbContext {
-    /// Whether `provider` refused `additional_vips` before.
-    pub fn lacks_additional_vips(&self, provider: &str) -> bool {
-        lock(&self.no_additional_vips).contains(provider)
+    /// What `provider` refused before.
+    pub fn refused_by(&self, provider: &str) -> BTreeSet<ProviderFeature> {
+        lock(&self.refusals).get(provider).cloned().unwrap_or_default()
     }
 
-    /// `provider` refused `additional_vips`: from now on its dual-stack Services get one VIP.
-    pub fn learn_no_additional_vips(&self, provider: &str) {
-        lock(&self.no_additional_vips).insert(provider.to_owned());
+    /// `provider` refused `feature`: from now on its load balancers are asked without it.
+    pub fn learn_refusal(&self, provider: &str, feature: ProviderFeature) {
+        lock(&self.refusals)
+            .entry(provider.to_owned())
+            .or_default()
+            .insert(feature);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -94,7 +98,7 @@ impl LbContext {
             started: Instant::now(),
             selection: Selection::default(),
             schedule: Mutex::new(schedule),
-            no_additional_vips: Mutex::default(),
+            refusals: Mutex::default(),
         }
     }
 

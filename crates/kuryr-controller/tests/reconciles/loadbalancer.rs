@@ -572,6 +572,77 @@ async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so
     );
 }
 
+/// sessionAffinity: ClientIP on the ovn provider: SOURCE_IP persistence (OVN's affinity, 360 s), said in an
+/// Event; an ovn provider that refuses it is learnt from its refusal and the Service is served without.
+#[tokio::test]
+async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_refuses_it() {
+    for refuses in [false, true] {
+        let cloud = TestCloud::start().await;
+        let mut profile = kuryr_cloudsim::Profile::zero();
+        profile.octavia.default_provider = "ovn".into();
+        for p in profile.octavia.providers.values_mut() {
+            p.no_source_ip_persistence = refuses;
+        }
+        cloud.sim.set_profile(profile);
+        let mut lb = lb_harness_with(&cloud, |c| {
+            c.provider = Some("ovn".into());
+            c.default_provider = "ovn".into();
+        })
+        .await;
+        let mut svc = service("ClusterIP");
+        svc.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
+        lb.api.put(&Lb::svc_path(), &svc);
+        lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.51"]).await;
+        let mut failed = false;
+        for _ in 0..8 {
+            let klb = lb.klb();
+            lb.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
+            failed |= loadbalancers::reconcile(Arc::new(klb), lb.ctx.clone())
+                .await
+                .is_err();
+            if lb
+                .klb()
+                .status
+                .is_some_and(|s| is_condition_true(&s.conditions, READY))
+            {
+                break;
+            }
+        }
+        let klb = lb.klb();
+        assert!(
+            is_condition_true(&klb.status.as_ref().unwrap().conditions, READY),
+            "refuses={refuses}: {:?} events {:?}",
+            klb.status,
+            lb.api.event_reasons()
+        );
+        let pool_id = klb.status.as_ref().unwrap().pools[0].id.clone();
+        let pool = kuryr_openstack::octavia::pools::get(&cloud.cloud, &pool_id)
+            .await
+            .unwrap();
+        let reasons = lb.api.event_reasons();
+        if refuses {
+            assert!(failed, "the refusal was a failed round");
+            assert!(
+                pool.session_persistence.is_none(),
+                "{:?}",
+                pool.session_persistence
+            );
+            assert!(
+                reasons.contains(&"SessionAffinityUnsupported".to_owned()),
+                "{reasons:?}"
+            );
+        } else {
+            assert!(!failed);
+            let kind = pool.session_persistence.map(|p| p.kind);
+            assert_eq!(kind.as_deref(), Some("SOURCE_IP"));
+            assert!(
+                reasons.contains(&"SessionAffinityTimeout".to_owned()),
+                "{reasons:?}"
+            );
+        }
+    }
+}
+
 /// Namespace `NS` with `labels`, as the API server holds it.
 fn namespace_labelled(api: &ApiServer, labels: &[(&str, &str)]) {
     let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();

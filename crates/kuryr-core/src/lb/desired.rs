@@ -23,19 +23,37 @@ pub const ADDITIONAL_VIPS: (u32, u32) = (2, 26);
 
 pub const OVN: &str = "ovn";
 
+/// How long the ovn provider keeps a client on its backend with SOURCE_IP persistence: its default, as
+/// Octavia takes no `persistence_timeout` for TCP pools (ovn-octavia-provider sets OVN's `affinity_timeout`).
+pub const OVN_AFFINITY_SECONDS: u32 = 360;
+
+/// An option a provider's Octavia driver may not support, whatever the API version (older ovn providers
+/// refuse both); learnt from its refusal ("does not support a requested option").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProviderFeature {
+    /// A second VIP, of the other IP family (dual-stack Services).
+    AdditionalVips,
+    /// `session_persistence: SOURCE_IP` (sessionAffinity: ClientIP).
+    SourceIpPersistence,
+}
+
 /// What the cloud's Octavia offers, and the provider this load balancer uses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OctaviaCaps {
     pub version: (u32, u32),
     /// Effective provider (the spec's, else the cloud's default, e.g. `amphora`).
     pub provider: String,
-    /// The provider refused `additional_vips` before (Octavia answered that it does not support them).
-    pub no_additional_vips: bool,
+    /// What this provider refused before.
+    pub refused: std::collections::BTreeSet<ProviderFeature>,
 }
 
 impl OctaviaCaps {
     fn is_ovn(&self) -> bool {
         self.provider == OVN
+    }
+
+    fn refuses(&self, feature: ProviderFeature) -> bool {
+        self.refused.contains(&feature)
     }
 
     /// The ovn provider only hashes SOURCE_IP_PORT; amphora has round robin.
@@ -69,15 +87,32 @@ pub fn desired_lb(
     let lb_type = spec.service_type.unwrap_or(ServiceType::ClusterIp);
 
     let persistence = match spec.session_affinity {
-        Some(SessionAffinity::ClientIp) if caps.is_ovn() => {
+        Some(SessionAffinity::ClientIp) if caps.refuses(ProviderFeature::SourceIpPersistence) => {
             problems.push(Problem::new(
                 "SessionAffinityUnsupported",
-                "sessionAffinity ClientIP: the ovn provider only hashes source IP and port \
-                 (SOURCE_IP_PORT); clients are not pinned to one backend",
+                format!(
+                    "sessionAffinity ClientIP: provider {} refused SOURCE_IP session persistence; it only \
+                     hashes source IP and port, so clients are not pinned to one backend",
+                    caps.provider
+                ),
             ));
             None
         }
-        Some(SessionAffinity::ClientIp) => Some("SOURCE_IP".to_owned()),
+        Some(SessionAffinity::ClientIp) => {
+            // Kubernetes' default when sessionAffinityConfig says nothing: 3 hours.
+            let asked = spec.session_affinity_timeout_seconds.unwrap_or(10_800);
+            if caps.is_ovn() && u32::try_from(asked).ok() != Some(OVN_AFFINITY_SECONDS) {
+                problems.push(Problem::new(
+                    "SessionAffinityTimeout",
+                    format!(
+                        "sessionAffinity ClientIP: the ovn provider pins a client to its backend for \
+                         {OVN_AFFINITY_SECONDS} s (its default; Octavia takes no timeout for TCP pools), \
+                         not the {asked} s sessionAffinityConfig asks"
+                    ),
+                ));
+            }
+            Some("SOURCE_IP".to_owned())
+        }
         _ => None,
     };
 
@@ -125,7 +160,7 @@ pub fn desired_lb(
                 version(ADDITIONAL_VIPS),
                 version(caps.version)
             ))
-        } else if caps.no_additional_vips {
+        } else if caps.refuses(ProviderFeature::AdditionalVips) {
             Some(format!(
                 "provider {} does not support additional_vips",
                 caps.provider
@@ -315,7 +350,7 @@ mod health_monitor_tests {
         let caps = OctaviaCaps {
             version: (2, 26),
             provider: "amphora".into(),
-            no_additional_vips: false,
+            ..OctaviaCaps::default()
         };
         let (lb, _) = desired_lb("ns", "svc", &spec_with(hm), &caps, &MemberSubnets::default());
         lb.listeners

@@ -40,7 +40,7 @@ pub mod service;
 mod tests;
 
 pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, FipClaim};
-pub use desired::{desired_lb, OctaviaCaps};
+pub use desired::{desired_lb, OctaviaCaps, ProviderFeature};
 pub use fit::{Fit, Unlimited};
 pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
 pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};

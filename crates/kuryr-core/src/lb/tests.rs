@@ -94,7 +94,7 @@ fn caps(provider: &str, v: (u32, u32)) -> OctaviaCaps {
     OctaviaCaps {
         version: v,
         provider: provider.into(),
-        no_additional_vips: false,
+        ..OctaviaCaps::default()
     }
 }
 
@@ -283,7 +283,7 @@ fn old_octavia_serves_the_ports_it_can_and_names_the_rest() {
 }
 
 #[test]
-fn session_affinity_is_source_ip_persistence_on_amphora_and_an_event_on_ovn() {
+fn session_affinity_is_source_ip_persistence_and_an_event_where_ovn_differs_or_refuses() {
     let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
     s.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
     let spec = service_spec(&s, vec![], &defaults()).unwrap().0;
@@ -305,10 +305,22 @@ fn session_affinity_is_source_ip_persistence_on_amphora_and_an_event_on_ovn() {
         &caps("ovn", (2, 30)),
         &MemberSubnets::default(),
     );
+    // The ovn provider pins by source IP too (OVN's affinity_timeout), for its own 360 s.
+    assert_eq!(problems[0].reason, "SessionAffinityTimeout");
+    assert!(problems[0].message.contains("360 s"), "{problems:?}");
+    let pool = &lb.listeners.values().next().unwrap().pool;
+    assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
+    assert_eq!(pool.lb_algorithm, "SOURCE_IP_PORT");
+    // An older ovn provider that refused it: no persistence, and the Event says so.
+    let old_ovn = OctaviaCaps {
+        refused: [ProviderFeature::SourceIpPersistence].into(),
+        ..caps("ovn", (2, 30))
+    };
+    let (lb, problems) = desired_lb("ns", "web", &spec, &old_ovn, &MemberSubnets::default());
     assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
+    assert!(problems[0].message.contains("refused"), "{problems:?}");
     let pool = &lb.listeners.values().next().unwrap().pool;
     assert_eq!(pool.session_persistence, None);
-    assert_eq!(pool.lb_algorithm, "SOURCE_IP_PORT");
 }
 
 #[test]
@@ -1022,7 +1034,7 @@ fn additional_vips_need_octavia_2_26_and_a_provider_that_has_them() {
     assert_eq!(problems[0].reason, "DualStackUnsupported");
     assert!(problems[0].message.contains("2.26"), "{problems:?}");
     let refused = OctaviaCaps {
-        no_additional_vips: true,
+        refused: [ProviderFeature::AdditionalVips].into(),
         ..caps("amphora", (2, 30))
     };
     let (lb, problems) = desired_lb("ns", "web", &spec, &refused, &MemberSubnets::default());
