@@ -181,6 +181,21 @@ plug_netns() {
   ip link set "$hl" up
 }
 
+# The root namespace has no address on the lab's networks, yet the machine's default route would carry a packet
+# for them out of eth0: a kubelet's HTTP probe of a pod, the API server dialling port 10250 of a kubelet-less Node.
+# Unreachable routes (routes, not addresses) keep every such packet on this machine: it fails at once instead.
+LAB_UNREACHABLE4="198.18.0.0/15 $EXT_CIDR" LAB_UNREACHABLE6="fd42::/16"
+lab_routes_up() {
+  local r
+  for r in $LAB_UNREACHABLE4; do ip route replace unreachable "$r"; done
+  for r in $LAB_UNREACHABLE6; do ip -6 route replace unreachable "$r" 2>/dev/null || true; done
+}
+lab_routes_down() {
+  local r
+  for r in $LAB_UNREACHABLE4; do ip route del unreachable "$r" 2>/dev/null || true; done
+  for r in $LAB_UNREACHABLE6; do ip -6 route del unreachable "$r" 2>/dev/null || true; done
+}
+
 # fail_component NAME LOGFILE: a failed start names the component and shows the tail of its log.
 fail_component() {
   log "component '$1' failed to start; last lines of $2:"

@@ -46,6 +46,7 @@ if [ -S "$LAB_STATE/ovs/db.sock" ]; then
 fi
 stop_group ovn-controller ovs-vswitchd ovs-ovsdb ovn-northd ovn-sb ovn-nb mariadbd
 for ns in $(ip netns list | awk '{print $1}' | grep "^$NETNS_PREFIX" || true); do ip netns del "$ns"; done
+lab_routes_down
 for l in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$NETNS_PREFIX" || true); do ip link del "$l" 2>/dev/null; done
 rm -rf "$LAB_STATE"
 log "lab stopped and cleaned ($(since "$t")s)"

@@ -173,6 +173,8 @@ EOC
     waitfor "the conflist of $node" 60 test -s "$N/$node/cni-conf/10-kuryr.conflist" \
       || { pods_report; die "kuryr install: no conflist on $node"; }
   done
+  # The cluster DNS's Service, which uninstall takes away (release_dns_lb), back for this controller to serve.
+  bash "$HERE/dns.sh" up
   echo "$tag" >"$INST/tag"
   echo "${KURYR_INSTALL_NAMESPACE:-kuryr-demo}" >"$INST/namespace"
   log "kuryr install: kuryr-rs:$tag running from its image ($(since "$t")s)"
@@ -264,10 +266,21 @@ release_kapi_lb() {
     || log "kuryr uninstall: KuryrLoadBalancer default/kubernetes is still there (its load balancer may be left)"
 }
 
+# The cluster DNS's Service (lib/dns.sh) is served by the installed controller (it selects kube-system): the
+# Service goes, so that controller releases its load balancer before it goes itself; install makes it again.
+dns_lb_gone() { ! $KUBECTL -n kube-system get kuryrloadbalancer kube-dns >/dev/null 2>&1; }
+release_dns_lb() {
+  dns_lb_gone && return 0
+  $KUBECTL -n kube-system delete service kube-dns --ignore-not-found --wait=false >/dev/null || true
+  waitfor "the cluster DNS Service's load balancer to be released" 180 dns_lb_gone \
+    || log "kuryr uninstall: KuryrLoadBalancer kube-system/kube-dns is still there (its load balancer may be left)"
+}
+
 cmd_uninstall() {
   if [ -f "$INST/kustomization.yaml" ]; then
     local t; t=$(now)
     release_kapi_lb
+    release_dns_lb
     # The e2e instance (lab/e2e) is not in the kustomization: it goes first, by name.
     $KUBECTL -n kube-system delete deploy/kuryr-controller-e2e configmap/kuryr-config-e2e --ignore-not-found >/dev/null || true
     # Everything install applied except the CRDs (their deletion would take every test's objects along).
