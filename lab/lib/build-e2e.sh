@@ -2,7 +2,7 @@
 # Builds Kubernetes' e2e suite of $KUBE_VERSION from the same k8s.io/kubernetes tree, Go settings and version stamps
 # as lib/build-kube.sh (lib/kube-tree.sh), so e2e.test reports the lab's release. Into $LAB_CACHE/e2e-$KUBE_VERSION:
 # - bin/e2e.test and bin/agnhost (static);
-# - images.txt: the agnhost, busybox, nginx and pause images this e2e names (test/utils/image/manifest.go), one
+# - images.txt: the agnhost, busybox, nginx, pause and glibc-dns-testing images this e2e names (test/utils/image/manifest.go), one
 #   registry/name:tag a line, for tagging local images with them;
 # - images/agnhost.tar: a one-layer agnhost image under that exact name (`docker save` archive: no registry here).
 # Cached by version: a second call returns at once. Cold after lib/build-kube.sh (most packages already in the Go
@@ -15,7 +15,7 @@ set -euo pipefail
 out=$LAB_CACHE/e2e-$KUBE_VERSION
 names() { log "e2e $KUBE_VERSION names: $(tr '\n' ' ' <"$1")"; }
 # What the agnhost image holds besides agnhost (agnhost_image): a change makes the image again, not the binaries.
-IMAGE_RECIPE="3: dash, busybox, curl, GNU wget, getent, netcat-openbsd, dig"
+IMAGE_RECIPE="4: dash, busybox, curl, GNU wget, getent, netcat-openbsd, dig; glibc-dns-testing named"
 
 # probe_compiles TOTAL LOG: "812 of 2950 packages compiled (k8s.io/...)", then "linking". `go test -c` has no
 # per-package listing (its -v is the test binary's flag), so count the compile commands its -x prints; cached
@@ -62,6 +62,21 @@ unpack_debs() {
   echo "$d/root"
 }
 
+# parse_images TREE OUT: the names e2e gives its images (its defaults, without KUBE_TEST_REPO_LIST): registries from initRegistry, images
+# from initImageConfigs (`configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "2.66.1"}`).
+parse_images() {
+  awk -v want="Agnhost BusyBox Nginx NginxNew Pause GlibcDnsTesting" '
+    BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) wanted[w[i]] = i }
+    /initRegistry = RegistryList[{]/ { inreg = 1; next }
+    inreg && /^[ \t]*[}]/ { inreg = 0 }
+    inreg && /^[ \t]*[A-Za-z0-9]+:[ \t]*"/ { k = $1; sub(/:$/, "", k); v = $2; gsub(/[",]/, "", v); reg[k] = v }
+    /^[ \t]*configs\[[A-Za-z0-9]+\] = Config[{]list\.[A-Za-z0-9]+, "[^"]*", "[^"]*"[}]/ {
+      l = $0; gsub(/[][{}(),"=]/, " ", l); split(l, f, " "); sub(/^list\./, "", f[4])
+      if ((f[2] in wanted) && (f[4] in reg)) out[wanted[f[2]]] = reg[f[4]] "/" f[5] ":" f[6] }
+    END { for (i = 1; i <= n; i++) { if (!(i in out)) { print "no image " w[i] > "/dev/stderr"; exit 1 } print out[i] } }
+  ' "$1/test/utils/image/manifest.go" >"$2" || die "test/utils/image/manifest.go changed: its images no longer parse"
+}
+
 # agnhost_image REF AGNHOST SRC OUT: the image e2e's pods run as REF, as upstream's (SRC/test/images/agnhost/
 # Dockerfile): entrypoint /agnhost with CMD pause, the /agnhost-2 link, /uploads, porter's certificates and the
 # user/group one test expects; then busybox-static's applets, and the real tools e2e runs (below).
@@ -105,6 +120,7 @@ if [ $have = 1 ]; then
   # module cache's read-only tree).
   t=$(now) work=$LAB_CACHE/e2e-image-$KUBE_VERSION
   rm -rf "$work"; mkdir -p "$work"
+  parse_images "$LAB_CACHE/gopath/pkg/mod/k8s.io/kubernetes@v$KUBE_VERSION" "$out/images.txt"
   ref=$(grep '/agnhost:' "$out/images.txt")
   agnhost_image "$ref" "$out/bin/agnhost" "$LAB_CACHE/gopath/pkg/mod/k8s.io/kubernetes@v$KUBE_VERSION" "$work/agnhost.tar"
   mkdir -p "$out/images"; mv "$work/agnhost.tar" "$out/images/agnhost.tar"; echo "$IMAGE_RECIPE" >"$out/images/.recipe"
@@ -122,18 +138,7 @@ cd "$tree"
 progress "kubernetes $KUBE_VERSION: downloading its modules" "$work/mod.log" probe_last go mod download \
   || die "kubernetes: go mod download failed (log: $work/mod.log)"
 
-# The names e2e gives its images (its defaults, without KUBE_TEST_REPO_LIST): registries from initRegistry, images
-# from initImageConfigs (`configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost", "2.66.1"}`).
-awk -v want="Agnhost BusyBox Nginx NginxNew Pause" '
-  BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) wanted[w[i]] = i }
-  /initRegistry = RegistryList[{]/ { inreg = 1; next }
-  inreg && /^[ \t]*[}]/ { inreg = 0 }
-  inreg && /^[ \t]*[A-Za-z0-9]+:[ \t]*"/ { k = $1; sub(/:$/, "", k); v = $2; gsub(/[",]/, "", v); reg[k] = v }
-  /^[ \t]*configs\[[A-Za-z0-9]+\] = Config[{]list\.[A-Za-z0-9]+, "[^"]*", "[^"]*"[}]/ {
-    l = $0; gsub(/[][{}(),"=]/, " ", l); split(l, f, " "); sub(/^list\./, "", f[4])
-    if ((f[2] in wanted) && (f[4] in reg)) out[wanted[f[2]]] = reg[f[4]] "/" f[5] ":" f[6] }
-  END { for (i = 1; i <= n; i++) { if (!(i in out)) { print "no image " w[i] > "/dev/stderr"; exit 1 } print out[i] } }
-' test/utils/image/manifest.go >"$out.tmp/images.txt" || die "test/utils/image/manifest.go changed: its images no longer parse"
+parse_images "$tree" "$out.tmp/images.txt"
 agnhost_ref=$(grep '/agnhost:' "$out.tmp/images.txt")
 agnhost_ver=$(cat test/images/agnhost/VERSION)
 # upstream stamps the image's tag into agnhost (test/images/agnhost/Makefile): `agnhost --version` then matches it.

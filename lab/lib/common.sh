@@ -184,7 +184,9 @@ plug_netns() {
 # The root namespace has no address on the lab's networks, yet the machine's default route would carry a packet
 # for them out of eth0: a kubelet's HTTP probe of a pod, the API server dialling port 10250 of a kubelet-less Node.
 # Unreachable routes (routes, not addresses) keep every such packet on this machine: it fails at once instead.
-LAB_UNREACHABLE4="198.18.0.0/15 $EXT_CIDR" LAB_UNREACHABLE6="fd42::/16"
+# Not $EXT_CIDR: the machine's package registries answer at an address of 203.0.113.0/24 (the root namespace
+# reaches them; the lab's external network lives in namespaces only).
+LAB_UNREACHABLE4="198.18.0.0/15" LAB_UNREACHABLE6="fd42::/16"
 lab_routes_up() {
   local r
   for r in $LAB_UNREACHABLE4; do ip route replace unreachable "$r"; done

@@ -73,6 +73,10 @@ state = "$d/containerd/state"
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "local.test/pause:1"
+  # Every registry resolves to a closed port here: an image nobody imported fails to pull at once instead of
+  # being fetched from beyond this machine (images are imported archives, lib/kubelet-nodes.sh and lab/e2e).
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$d/registries"
 [plugins."io.containerd.cri.v1.runtime"]
   disable_apparmor = true
   # the lab runs without CAP_SYS_RESOURCE: oom_score_adj below our own is refused, so clamp it
@@ -126,6 +130,9 @@ cmd_up() {
     # containerd
     if ! running "containerd-$node"; then
       containerd_config "$d" "$node" >"$d/containerd.toml"
+      mkdir -p "$d/registries/_default"
+      printf 'server = "http://127.0.0.1:9"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n' \
+        >"$d/registries/_default/hosts.toml"
       start "containerd-$node" "$S/log/containerd-$node.log" /usr/local/bin/containerd --config "$d/containerd.toml"
       waitfor "containerd $node" 30 test -S "$d/containerd.sock" || fail_component "containerd-$node" "$S/log/containerd-$node.log"
       waitfor "containerd $node CRI" 30 ctr --address "$d/containerd.sock" -n k8s.io version \
@@ -135,6 +142,14 @@ cmd_up() {
       ctr --address "$d/containerd.sock" -n k8s.io images ls -q | grep -qx "local.test/$img:1" \
         || ctr --address "$d/containerd.sock" -n k8s.io images import "$IMAGES/$img.tar" >/dev/null
     done
+    # kuryr-rs installed from its image: a node made again (down, then up) gets that image back too, or its
+    # DaemonSet and controller pods would try to pull it from a registry.
+    if installed && [ -s "$S/install/tag" ]; then
+      local tag; tag=$(cat "$S/install/tag")
+      ctr --address "$d/containerd.sock" -n k8s.io images ls -q | grep -qx "docker.io/library/kuryr-rs:$tag\|kuryr-rs:$tag" \
+        || ctr --address "$d/containerd.sock" -n k8s.io images import "/var/cache/kuryr-rs/image/kuryr-rs-$tag.oci.tar" >/dev/null \
+        || log "kubelet nodes: could not import kuryr-rs:$tag into $node (lab/lab kuryr install makes it again)"
+    fi
     # kuryr-daemon (restarted when the binary changed); the DaemonSet's when installed from the image
     if ! installed; then
     local sum; sum=$(sha256sum "$TARGET/kuryr-daemon" | cut -c1-16)
