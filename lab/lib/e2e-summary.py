@@ -5,11 +5,15 @@ import sys
 import xml.etree.ElementTree as ET
 
 junit, wall = sys.argv[1], float(sys.argv[2])
-rows, counts = [], {"passed": 0, "failed": 0, "skipped": 0}
+rows, counts, seen = [], {"passed": 0, "failed": 0, "skipped": 0}, set()
 for case in ET.parse(junit).getroot().iter("testcase"):
     name = case.get("name", "")
-    if name.startswith("[SynchronizedBeforeSuite]") or name.startswith("[SynchronizedAfterSuite]") or name.startswith("[ReportAfterSuite]"):
+    # Suite-level nodes are not tests; ginkgo's report can list a test twice.
+    if name.startswith(("[SynchronizedBeforeSuite]", "[SynchronizedAfterSuite]", "[ReportBeforeSuite]", "[ReportAfterSuite]")):
         continue
+    if name in seen:
+        continue
+    seen.add(name)
     failure = case.find("failure")
     if failure is None:
         failure = case.find("error")
