@@ -319,15 +319,18 @@ async fn restart_during_churn(client: &Client, ns: &str, spec: &serde_json::Valu
     Ok(())
 }
 
-/// After an uninstall: no KuryrLoadBalancer for `default/kubernetes`, no load balancer of `cluster_id`.
+/// After an uninstall: no KuryrLoadBalancer for `default/kubernetes` or `kube-system/kube-dns` (the cluster's
+/// Services the installed controller served), no load balancer of `cluster_id`.
 async fn kapi_lb_released(client: &Client, cloud: &Cloud, cluster_id: &str) -> anyhow::Result<()> {
-    let klb = Api::<KuryrLoadBalancer>::namespaced(client.clone(), "default")
-        .get_opt("kubernetes")
-        .await?;
-    ensure!(
-        klb.is_none(),
-        "KuryrLoadBalancer default/kubernetes left after uninstall"
-    );
+    for (ns, name) in [("default", "kubernetes"), ("kube-system", "kube-dns")] {
+        let klb = Api::<KuryrLoadBalancer>::namespaced(client.clone(), ns)
+            .get_opt(name)
+            .await?;
+        ensure!(
+            klb.is_none(),
+            "KuryrLoadBalancer {ns}/{name} left after uninstall"
+        );
+    }
     let owner = Owner::cluster_filter(cluster_id);
     let left = loadbalancers::list(cloud, vec![("tags".into(), owner.join(","))]).await?;
     ensure!(
@@ -502,11 +505,12 @@ async fn scenario(client: &Client, cloud: &Cloud, ns: &str) -> anyhow::Result<()
     let deadline = Instant::now() + WAIT;
     loop {
         let left_ports = ports::list(cloud, Filter::new().tags(&owner)).await?.len();
-        // The `kubernetes` Service's load balancer is the cluster's: it goes with the uninstall.
+        // The `kubernetes` and `kube-system/kube-dns` Services' load balancers are the cluster's (the installed
+        // controller serves kube-system too): they go with the uninstall, checked after it.
         let left_lbs = loadbalancers::list(cloud, vec![("tags".into(), owner.join(","))])
             .await?
             .iter()
-            .filter(|lb| lb.name != "default/kubernetes")
+            .filter(|lb| lb.name != "default/kubernetes" && lb.name != "kube-system/kube-dns")
             .count();
         let left_pods = pods.list(&ListParams::default()).await?.items.len();
         if left_ports == 0 && left_lbs == 0 && left_pods == 0 {
