@@ -118,26 +118,20 @@ impl Lab {
     }
 
     pub fn load_from(dir: &Path) -> anyhow::Result<Lab> {
-        let path = dir.join("lab.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "no running lab ({}: {e}); start one with `lab/lab up` (or set KURYR_LAB_STATE)",
-                path.display()
-            )
-        })?;
-        Ok(serde_json::from_str(&text)?)
+        read_state(
+            &dir.join("lab.json"),
+            "no running lab",
+            "start one with `lab/lab up` (or set KURYR_LAB_STATE)",
+        )
     }
 
     /// The cluster DNS as `lab/lab up` started it (`dns/dns.json` in the state directory).
     pub fn dns(&self) -> anyhow::Result<LabDns> {
-        let path = self.state_dir.join("dns/dns.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "the lab has no cluster DNS ({}: {e}); `lab/lab up` starts it",
-                path.display()
-            )
-        })?;
-        Ok(serde_json::from_str(&text)?)
+        read_state(
+            &self.state_dir.join("dns/dns.json"),
+            "the lab has no cluster DNS",
+            "`lab/lab up` starts it",
+        )
     }
 
     /// Like [`Lab::load`], for tests: panics with the reason and the command that fixes it.
@@ -147,4 +141,11 @@ impl Lab {
             Err(e) => panic!("this test needs the lab: {e:#}"),
         }
     }
+}
+
+/// A JSON file the lab's scripts wrote; when it cannot be read, `what` and `fix` say why and what to do.
+fn read_state<T: serde::de::DeserializeOwned>(path: &Path, what: &str, fix: &str) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("{what} ({}: {e}); {fix}", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
 }

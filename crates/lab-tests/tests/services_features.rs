@@ -131,13 +131,7 @@ async fn disjoint(a: &Harness, b: &Harness) -> anyhow::Result<()> {
             .await?;
     }
     for (h, other) in [(a, b), (b, a)] {
-        let vip = h
-            .services()
-            .get("web")
-            .await?
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .context("no clusterIP")?;
+        let vip = h.cluster_ip("web").await?;
         let lbs: Vec<(String, String)> = h
             .tagged_lbs()
             .await?
@@ -203,13 +197,7 @@ async fn dns_through_lb(lab: &Lab, h: &Harness, dns: &LabDns) -> anyhow::Result<
         shape(k) == (2, 2, 2)
     })
     .await?;
-    let vip = h
-        .services()
-        .get("dns")
-        .await?
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .context("no clusterIP")?;
+    let vip = h.cluster_ip("dns").await?;
     // vm3: a worker VM on the pod network, no pod of this test on it.
     let vm = &lab.vms.last().context("the lab has no VMs")?.netns;
     let name = format!("kubernetes.default.svc.{}", dns.domain);

@@ -239,6 +239,27 @@ impl Lb {
     }
 
     /// Rounds until `Ready=True` (a few: finalizer, create, then ACTIVE); the object then.
+    /// Up to `rounds` reconciles until `Ready=True`, errors allowed (a provider's refusal is a failed round);
+    /// whether any round failed.
+    async fn rounds_until_ready(&mut self, rounds: usize) -> bool {
+        let mut failed = false;
+        for _ in 0..rounds {
+            let klb = self.klb();
+            self.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
+            failed |= loadbalancers::reconcile(Arc::new(klb), self.ctx.clone())
+                .await
+                .is_err();
+            if self
+                .klb()
+                .status
+                .is_some_and(|s| is_condition_true(&s.conditions, READY))
+            {
+                break;
+            }
+        }
+        failed
+    }
+
     async fn until_ready(&mut self) -> KuryrLoadBalancer {
         self.until_ready_within(6).await
     }
@@ -542,21 +563,7 @@ async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so
     frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
 
     // The first create is refused (501); the next round creates it with one VIP.
-    let mut refused = false;
-    for _ in 0..6 {
-        let klb = lb.klb();
-        lb.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
-        refused |= loadbalancers::reconcile(Arc::new(klb), lb.ctx.clone())
-            .await
-            .is_err();
-        if lb
-            .klb()
-            .status
-            .is_some_and(|s| is_condition_true(&s.conditions, READY))
-        {
-            break;
-        }
-    }
+    let refused = lb.rounds_until_ready(6).await;
     assert!(refused, "the provider's refusal was a failed round");
     let klb = lb.klb();
     let rec = klb.status.as_ref().unwrap().loadbalancer.clone().unwrap();
@@ -593,21 +600,7 @@ async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_
         svc.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
         lb.api.put(&Lb::svc_path(), &svc);
         lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.51"]).await;
-        let mut failed = false;
-        for _ in 0..8 {
-            let klb = lb.klb();
-            lb.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
-            failed |= loadbalancers::reconcile(Arc::new(klb), lb.ctx.clone())
-                .await
-                .is_err();
-            if lb
-                .klb()
-                .status
-                .is_some_and(|s| is_condition_true(&s.conditions, READY))
-            {
-                break;
-            }
-        }
+        let failed = lb.rounds_until_ready(8).await;
         let klb = lb.klb();
         assert!(
             is_condition_true(&klb.status.as_ref().unwrap().conditions, READY),

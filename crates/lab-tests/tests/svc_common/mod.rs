@@ -298,6 +298,16 @@ impl Harness {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
+    /// The clusterIP of Service `name`.
+    pub async fn cluster_ip(&self, name: &str) -> anyhow::Result<String> {
+        self.services()
+            .get(name)
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .with_context(|| format!("Service {name} has no clusterIP"))
+    }
+
     pub fn klbs(&self) -> Api<KuryrLoadBalancer> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
