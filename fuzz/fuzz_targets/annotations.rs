@@ -20,7 +20,8 @@ use kuryr_api::{ObjectMeta, Pod, Service, ServicePort};
 use kuryr_core::lb::model::DesiredHm;
 use kuryr_core::lb::service::parse_health_monitor;
 use kuryr_core::lb::{
-    desired_lb, plan, service_spec, MemberSubnets, OctaviaCaps, Skip, SpecDefaults, Unlimited,
+    desired_lb, plan, service_spec, MemberSubnets, OctaviaCaps, ProviderFeature, Skip, SpecDefaults,
+    Unlimited,
 };
 use kuryr_core::pod::{disposition, PodDisposition};
 use libfuzzer_sys::fuzz_target;
@@ -452,11 +453,20 @@ fuzz_target!(|input: Input| {
     let back: KuryrLoadBalancerSpec = serde_json::from_str(&text).unwrap();
     assert_eq!(back, spec);
 
-    for (provider, version) in [("amphora", (2, 0)), ("amphora", (2, 26)), ("ovn", (2, 26))] {
+    let everything_refused = [
+        ProviderFeature::AdditionalVips,
+        ProviderFeature::SourceIpPersistence,
+    ];
+    for (provider, version, refused) in [
+        ("amphora", (2, 0), &[][..]),
+        ("amphora", (2, 26), &[][..]),
+        ("ovn", (2, 26), &[][..]),
+        ("ovn", (2, 26), &everything_refused[..]),
+    ] {
         let caps = OctaviaCaps {
             version,
             provider: provider.into(),
-            no_additional_vips: false,
+            refused: refused.iter().copied().collect(),
         };
         let (desired, _problems) =
             desired_lb("shop", "web", &spec, &caps, &MemberSubnets::single(Some("pods")));

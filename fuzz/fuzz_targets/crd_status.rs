@@ -117,12 +117,12 @@ fn check_lb(lb: &KuryrLoadBalancer) {
         OctaviaCaps {
             version: (2, 26),
             provider: "amphora".into(),
-            no_additional_vips: false,
+            refused: Default::default(),
         },
         OctaviaCaps {
             version: (2, 0),
             provider: "ovn".into(),
-            no_additional_vips: false,
+            refused: Default::default(),
         },
     ] {
         let (desired, _) = desired_lb("ns", "svc", &lb.spec, &caps, &MemberSubnets::default());
