@@ -163,6 +163,7 @@ async fn main() {
         link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link: true,
     });
     let real = series("plugin+daemon+macvlan bind", binder, &netns, samples).await;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")

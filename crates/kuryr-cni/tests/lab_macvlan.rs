@@ -399,6 +399,7 @@ impl TestDaemon {
             link_iface: None,
             bridge: "br-int".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
+            macvlan_host_link: true,
         });
         let daemon = Arc::new(Daemon::new(
             cache.clone(),

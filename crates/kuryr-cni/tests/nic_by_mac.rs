@@ -39,6 +39,7 @@ fn binder(vm: &TestNs, link_iface: Option<&str>) -> NetlinkBinder {
         link_iface: link_iface.map(Into::into),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link: true,
     })
 }
 

@@ -421,6 +421,7 @@ async fn real_macvlan_add_check_del_through_the_binary() {
         link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link: true,
     });
     let d = start(binder, Duration::from_secs(5));
     d.cache.set_pod_state("shop", "web-0", live());
@@ -586,6 +587,7 @@ async fn a_failed_add_leaves_nothing_half_plugged() {
         link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link: true,
     });
     let d = start(binder, Duration::from_secs(5));
     d.cache.set_pod_state("shop", "web-0", live());
@@ -622,6 +624,7 @@ async fn an_add_whose_parent_mac_no_link_carries_is_a_101_naming_the_mac_and_the
             link_iface: None,
             bridge: "unused".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
+            macvlan_host_link: true,
         }),
         Duration::from_secs(5),
     );

@@ -11,12 +11,75 @@ use kuryr_api::VifType;
 use kuryr_cni::binding::{Binder, NetlinkBinder, NetlinkBinderConfig};
 
 fn binder(host: &TestNs, link_iface: &str, bridge: &str) -> NetlinkBinder {
+    binder_with(host, link_iface, bridge, true)
+}
+
+fn binder_with(host: &TestNs, link_iface: &str, bridge: &str, macvlan_host_link: bool) -> NetlinkBinder {
     NetlinkBinder::new(NetlinkBinderConfig {
         host_netns: Some(host.path()),
         link_iface: Some(link_iface.into()),
         bridge: bridge.into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link,
     })
+}
+
+/// `ip route show <ip>/32` in `ns`: the device of that host route, if any.
+fn host_route_dev(ns: &TestNs, ip: &str) -> Option<String> {
+    let r = ns.ip_json(&["route", "show", &format!("{ip}/32")]);
+    r.as_array()?.first()?["dev"].as_str().map(String::from)
+}
+
+#[tokio::test]
+async fn the_vm_reaches_its_own_macvlan_pods_through_its_host_link() {
+    if !require_root("the_vm_reaches_its_own_macvlan_pods_through_its_host_link") {
+        return;
+    }
+    // The VM's address on its NIC, in the pods' subnet: as a nested VM's port address.
+    let vm = mk_vm();
+    vm.ip(&["addr", "add", "198.18.200.2/24", "dev", "eth0"]);
+    let (a, b) = (TestNs::new("ha"), TestNs::new("hb"));
+    let (va, vb) = (vif(VifType::NestedMacvlan, 21), vif(VifType::NestedMacvlan, 22));
+
+    // Without the host link, the macvlan parent cannot reach its child: what the link is for.
+    let plain = binder_with(&vm, "eth0", "unused", false);
+    plain.bind(&b.path(), "eth0", &vb, true).await.unwrap();
+    assert!(
+        !vm.ping("198.18.200.22"),
+        "the parent reached its macvlan child without a host link"
+    );
+    assert!(!vm.has_link("kmv-eth0"));
+    plain.unbind(Some(&b.path()), "eth0", &[]).await.unwrap();
+
+    let binder = binder(&vm, "eth0", "unused");
+    binder.bind(&a.path(), "eth0", &va, true).await.unwrap();
+    binder.bind(&b.path(), "eth0", &vb, true).await.unwrap();
+    let l = link_json(&vm, "kmv-eth0");
+    assert_eq!(l["linkinfo"]["info_kind"], "macvlan");
+    assert_eq!(l["linkinfo"]["info_data"]["mode"], "bridge");
+    assert!(
+        vm.ip_json(&["-4", "addr", "show", "dev", "kmv-eth0"])[0]["addr_info"]
+            .as_array()
+            .is_none_or(|a| a.is_empty())
+    );
+    for ip in ["198.18.200.21", "198.18.200.22"] {
+        assert_eq!(host_route_dev(&vm, ip).as_deref(), Some("kmv-eth0"));
+        assert!(vm.ping(ip), "the VM cannot ping its pod {ip}");
+    }
+    // The pod sees the VM's own address as the source, and reaches it back.
+    assert!(a.ping("198.18.200.2"), "the pod cannot ping its VM");
+    // Pods still reach each other.
+    assert!(a.ping("198.18.200.22"));
+
+    // DEL takes the pod's route (not the other's); the link stays for the next pod.
+    binder.unbind(Some(&a.path()), "eth0", &[]).await.unwrap();
+    assert_eq!(host_route_dev(&vm, "198.18.200.21"), None);
+    assert_eq!(host_route_dev(&vm, "198.18.200.22").as_deref(), Some("kmv-eth0"));
+    assert!(vm.has_link("kmv-eth0"));
+    // A second DEL (no interface left) and the other pod's DEL succeed; nothing routed remains.
+    binder.unbind(Some(&a.path()), "eth0", &[]).await.unwrap();
+    binder.unbind(Some(&b.path()), "eth0", &[]).await.unwrap();
+    assert_eq!(host_route_dev(&vm, "198.18.200.22"), None);
 }
 
 fn link_json(ns: &TestNs, ifname: &str) -> serde_json::Value {

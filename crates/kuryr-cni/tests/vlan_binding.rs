@@ -190,6 +190,7 @@ async fn scenario() {
         link_iface: Some("eth0".into()),
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
+        macvlan_host_link: true,
     });
     let (p1, p2, p3) = (TestNs::new("p101"), TestNs::new("p102"), TestNs::new("p103"));
     let (v1, v2, v3) = (vlan_vif(61, 101), vlan_vif(62, 102), vlan_vif(63, 103));

@@ -63,6 +63,11 @@ struct Args {
     /// while the daemon restarts; ADDs meanwhile wait in the plugin up to its timeout).
     #[arg(long, env = "KURYR_KEEP_CNI_CONF")]
     keep_cni_conf: bool,
+    /// Do not give the node a way to its own nested-macvlan pods (a macvlan `kmv-<parent>` and a /32 route
+    /// per local pod). Without it the node, its kubelet's HTTP/TCP probes included, reaches every pod but
+    /// those on itself.
+    #[arg(long, env = "KURYR_NO_MACVLAN_HOST_LINK")]
+    no_macvlan_host_link: bool,
 }
 
 #[tokio::main]
@@ -90,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
         link_iface: args.link_iface.filter(|s| !s.is_empty()),
         bridge: args.bridge,
         netns_dir: args.netns_dir,
+        macvlan_host_link: !args.no_macvlan_host_link,
     });
     let daemon = Arc::new(Daemon::new(
         cache.clone(),

@@ -10,7 +10,7 @@ use tracing::{debug, info};
 
 use super::parent;
 use super::stale::{remove_stale_children, StaleMatch};
-use super::{addr, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bound, Netns};
+use super::{addr, host_link, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bound, Netns};
 
 #[derive(Clone, Debug)]
 pub struct NetlinkBinderConfig {
@@ -23,6 +23,8 @@ pub struct NetlinkBinderConfig {
     pub bridge: String,
     /// Where runtimes keep sandbox namespaces; searched for stale devices.
     pub netns_dir: PathBuf,
+    /// Give the node a way to its own nested-macvlan pods ([`host_link`]).
+    pub macvlan_host_link: bool,
 }
 
 impl Default for NetlinkBinderConfig {
@@ -32,6 +34,7 @@ impl Default for NetlinkBinderConfig {
             link_iface: None,
             bridge: "br-int".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
+            macvlan_host_link: true,
         }
     }
 }
@@ -105,6 +108,10 @@ impl NetlinkBinder {
             }
             r => r?,
         };
+        if vif.vif_type == VifType::NestedMacvlan && self.cfg.macvlan_host_link {
+            let ips = addr::vif_addresses(vif)?.into_iter().map(|(ip, _)| ip);
+            host_link::add(&host, parent, parent_name, ips).await?;
+        }
         Ok(Bound {
             ifname: ifname.to_string(),
             mac,
@@ -195,20 +202,30 @@ impl Binder for NetlinkBinder {
         ifname: &str,
         host_ifnames: &[String],
     ) -> Result<(), BindError> {
+        // The interface's addresses, read before it goes: the node's routes to them go with it.
+        let mut pod_ips = Vec::new();
         if let Some(path) = netns {
             match Netns::open(path) {
                 Ok(ns) => {
-                    link::delete_by_name(&ns.connect().await?, ifname).await?;
+                    let pod = ns.connect().await?;
+                    if let Some(m) = link::get_by_name(&pod, ifname).await? {
+                        pod_ips = addr::list(&pod, m.header.index).await?;
+                    }
+                    link::delete_by_name(&pod, ifname).await?;
                 }
                 // The sandbox is already gone: so is everything in it.
                 Err(BindError::Netns { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
-        if !host_ifnames.is_empty() {
+        let routed = self.cfg.macvlan_host_link && pod_ips.iter().any(|ip| ip.is_ipv4());
+        if !host_ifnames.is_empty() || routed {
             let host = self.host().await?;
             for name in host_ifnames {
                 link::delete_by_name(&host, name).await?;
+            }
+            if routed {
+                host_link::remove(&host, pod_ips).await?;
             }
         }
         Ok(())

@@ -60,6 +60,7 @@ impl BindError {
 /// The few errnos we branch on (values of Linux on every architecture we target).
 pub mod errno {
     pub const ENOENT: i32 = 2;
+    pub const ESRCH: i32 = 3;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;
     pub const ENODEV: i32 = 19;

@@ -1,13 +1,14 @@
 //! Binding drivers: wiring a KuryrPort VIF into a pod namespace with rtnetlink.
 //!
 //! One module per object or device kind (rtnetlink's shape): [`netns`] (thread-per-setns connections),
-//! [`link`], [`addr`], [`route`], [`macvlan`], [`vlan`], [`veth`], and [`stale`] (leftovers in dead
-//! namespaces). Every request is built by a pure `message()` function so its content is unit-tested, and
+//! [`link`], [`addr`], [`route`], [`macvlan`], [`vlan`], [`veth`], [`host_link`] (the node's way to its
+//! own macvlan pods), and [`stale`] (leftovers in dead namespaces). Every request is built by a pure `message()` function so its content is unit-tested, and
 //! [`parent`] picks a nested VIF's parent NIC from the listed links, also purely.
 
 pub mod addr;
 mod binder;
 mod error;
+pub mod host_link;
 pub mod link;
 pub mod macvlan;
 pub mod netns;
