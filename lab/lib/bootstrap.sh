@@ -89,6 +89,9 @@ running kapi-relay || start kapi-relay "$S/log/kapi-relay.log" \
   socat "UNIX-LISTEN:$S/kapi/api.sock,fork,unlink-early" "TCP:127.0.0.1:$P_KAPI"
 running kapi-relay-ns || start kapi-relay-ns "$S/log/kapi-relay-ns.log" \
   ip netns exec "$ns" socat "TCP-LISTEN:$P_KAPI,bind=$KAPI_IP,fork,reuseaddr" "UNIX-CONNECT:$S/kapi/api.sock"
+running kapi-egress || start kapi-egress "$S/log/kapi-egress.log" \
+  python3 "$LAB_DIR/lib/kapi-egress.py" --listen "$S/kapi/egress.sock" --netns "$ns" \
+  --via "${LAB_UNREACHABLE4// /,},${LAB_UNREACHABLE6// /,}"
 waitfor "port $KAPI_PORT ACTIVE" 60 port_active "$KAPI_PORT" || die "the API server's port $KAPI_PORT did not go ACTIVE"
 waitfor "the API server through $KAPI_IP" 30 ip netns exec "$ns" curl -sf --cacert "$S/k8s/ca.crt" "https://$KAPI_IP:$P_KAPI/livez" \
   || die "the API server does not answer on $KAPI_IP:$P_KAPI (see $S/log/kapi-relay*.log)"

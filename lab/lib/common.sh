@@ -29,8 +29,9 @@ LAB_SHORT_TOKEN_EXPIRATION=${KURYR_LAB_SHORT_TOKEN_EXPIRATION:-20}
 P_ETCD=22379 P_ETCD_PEER=22380 P_KAPI=26443 P_KCM=20257 P_KSCHED=20259
 P_DB=23306 P_NB=26641 P_SB=26642 P_KEYSTONE=25000 P_NEUTRON=29696 P_OCTAVIA=29876
 P_KEYSTONE_SHORT=25001 P_AMQP=25673 P_EPMD=24369 P_OCT_HM=25555
-# kubelet nodes: base + node index (kubelet API, kubelet healthz, kuryr-daemon health/metrics).
-P_KUBELET=21250 P_KUBELET_HEALTHZ=21260 P_KDAEMON=21270
+# kubelet nodes: base + node index (kubelet API and healthz, in the VM's namespace; kuryr-daemon health/metrics
+# and containerd's streaming server, in the root namespace).
+P_KUBELET=21250 P_KUBELET_HEALTHZ=21260 P_KDAEMON=21270 P_CSTREAM=21280
 
 # Addresses (documentation/benchmark ranges, confined to the lab's namespaces).
 POD_CIDR=198.18.0.0/18 POD_GW=198.18.0.1

@@ -57,7 +57,26 @@ fi
 waitfor etcd 60 curl -sf "http://127.0.0.1:$P_ETCD/health" || fail_component etcd "$LAB_STATE/log/etcd.log"
 log "etcd ready ($(since "$t")s)"
 
+# The API server's `cluster` traffic (pod/service proxy, kubelets, webhooks) goes through lib/kapi-egress.py, an
+# HTTP CONNECT proxy on a unix socket (started by lib/bootstrap.sh with the kuryr-kapi namespace it dials from):
+# this namespace has no address on the pod network. A server started before this file existed is restarted.
+cat >"$K/egress-selector.yaml.new" <<EOE
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: $LAB_STATE/kapi/egress.sock
+EOE
+mv "$K/egress-selector.yaml.new" "$K/egress-selector.yaml"
 t=$(now)
+if running kube-apiserver && ! tr '\0' ' ' <"/proc/$(cat "$(pidfile kube-apiserver)")/cmdline" | grep -q egress-selector; then
+  log "kube-apiserver: restarting with its egress selector"
+  stop_one kube-apiserver
+fi
 if ! running kube-apiserver; then
   start kube-apiserver "$LAB_STATE/log/kube-apiserver.log" "$KUBE_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$P_ETCD" --bind-address=127.0.0.1 --secure-port="$P_KAPI" \
@@ -66,7 +85,8 @@ if ! running kube-apiserver; then
     --service-account-key-file="$K/sa.pub" --service-account-signing-key-file="$K/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SVC_CIDR,$SVC_CIDR6" \
     --allow-privileged=true --disable-admission-plugins=TaintNodesByCondition --event-ttl=2h \
-    --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname
+    --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname \
+    --egress-selector-config-file="$K/egress-selector.yaml"
 fi
 waitfor kube-apiserver 120 kapi_ready || fail_component kube-apiserver "$LAB_STATE/log/kube-apiserver.log"
 log "kube-apiserver ready ($(since "$t")s)"

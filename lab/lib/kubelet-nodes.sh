@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # kubelet-nodes.sh up|down|status: real Kubernetes nodes on the lab VMs. For each of the first KURYR_LAB_KUBELETS
 # (2) VMs, node `kubelet-vmN` gets its own containerd 2.x + runc (Debian), a kubelet of the lab's release and
-# a kuryr-daemon (this repo's build). The kubelet and the daemon run in the root namespace (they reach the API
-# server on 127.0.0.1); the daemon makes pod links from the VM's namespace (`--host-netns`), so pods are
+# a kuryr-daemon (this repo's build). The kubelet runs in the VM's namespace, as on a VM: it reaches the API
+# server through OVN at $KAPI_IP, the API server reaches it at the VM's address (through its egress proxy,
+# lib/kapi-egress.py), and its probes reach the pods. containerd and the daemon stay in the root namespace
+# (host-network pods, the installed controller among them, reach the API server and the cloud's APIs on
+# 127.0.0.1 there); a relay carries containerd's streaming port (exec, attach, port-forward) into the VM's
+# namespace. The daemon makes pod links from the VM's namespace (`--host-netns`), so pods are
 # nested-macvlan children of the VM's eth0 (found by its Neutron port's MAC: no NIC name is configured) and
 # their traffic crosses real OVN. Pods are created by
 # kubelet → containerd → kuryr-cni → kuryr-daemon, images are built locally (static pause, busybox-static).
@@ -54,7 +58,7 @@ mk_cgroups() { # the kubelet's --cgroup-root must exist in every v1 hierarchy (c
   fi
 }
 
-containerd_config() { # DIR NODE: containerd 2.x, config version 3
+containerd_config() { # DIR NODE STREAM_PORT: containerd 2.x, config version 3
   local d=$1
   cat <<EOC
 version = 3
@@ -95,7 +99,7 @@ state = "$d/containerd/state"
         Root = "$d/runc"
 [plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
+  stream_server_port = "$3"
 EOC
 }
 
@@ -127,9 +131,13 @@ cmd_up() {
   local idx node vm ns ip port d
   while read -r idx node vm ns ip port; do
     d=$N/$node; mkdir -p "$d/cni-conf" "$d/kuryr" "$d/containerd"
-    # containerd
+    # containerd (one from before its streaming port was fixed is started again: its shims keep the pods)
+    if running "containerd-$node" && grep -q 'stream_server_port = "0"' "$d/containerd.toml"; then
+      log "kubelet nodes: restarting the containerd of $node with a fixed streaming port"
+      stop_one "containerd-$node"
+    fi
     if ! running "containerd-$node"; then
-      containerd_config "$d" "$node" >"$d/containerd.toml"
+      containerd_config "$d" "$node" "$((P_CSTREAM + idx))" >"$d/containerd.toml"
       mkdir -p "$d/registries/_default"
       printf 'server = "http://127.0.0.1:9"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n' \
         >"$d/registries/_default/hosts.toml"
@@ -172,7 +180,17 @@ cmd_up() {
       fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
     fi
     fi
-    # kubelet
+    # containerd's streaming server (127.0.0.1 of the root namespace) as the kubelet sees it: the same port on
+    # 127.0.0.1 of the VM's namespace, relayed through a unix socket.
+    running "cstream-relay-$node" || start "cstream-relay-$node" "$S/log/cstream-relay-$node.log" \
+      socat "UNIX-LISTEN:$d/cstream.sock,fork,unlink-early" "TCP:127.0.0.1:$((P_CSTREAM + idx))"
+    running "cstream-relay-ns-$node" || start "cstream-relay-ns-$node" "$S/log/cstream-relay-ns-$node.log" \
+      ip netns exec "$ns" socat "TCP-LISTEN:$((P_CSTREAM + idx)),bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$d/cstream.sock"
+    # kubelet, in the VM's namespace (a kubelet from before that, in the root namespace, is started again)
+    if running "kubelet-$node" && [ "$(readlink "/proc/$(cat "$(pidfile "kubelet-$node")")/ns/net")" != "$(ip netns exec "$ns" readlink /proc/self/ns/net)" ]; then
+      log "kubelet nodes: moving the kubelet of $node into its VM's namespace"
+      stop_one "kubelet-$node"
+    fi
     if ! running "kubelet-$node"; then
       mk_cgroups "$(cgroup_root "$node")"
       mkdir -p "$d/kubelet/root" "$d/kubelet/pki" "$d/kubelet/volplugins" "$d/pod-logs"
@@ -188,8 +206,9 @@ authorization: {mode: AlwaysAllow}
 clusterDNS: [$DNS_SVC_IP]
 clusterDomain: $CLUSTER_DOMAIN
 EOK
-      start "kubelet-$node" "$S/log/kubelet-$node.log" "$KUBE_BIN/kubelet" \
-        --config="$d/kubelet/config.yaml" --kubeconfig="$S/k8s/kubeconfig" \
+      sed "s#https://127.0.0.1:$P_KAPI#https://$KAPI_IP:$P_KAPI#" "$S/k8s/kubeconfig" >"$d/kubelet/kubeconfig"
+      start "kubelet-$node" "$S/log/kubelet-$node.log" nsenter --net="/var/run/netns/$ns" "$KUBE_BIN/kubelet" \
+        --config="$d/kubelet/config.yaml" --kubeconfig="$d/kubelet/kubeconfig" \
         --container-runtime-endpoint="unix://$d/containerd.sock" --runtime-request-timeout=2m \
         --root-dir="$d/kubelet/root" --cert-dir="$d/kubelet/pki" --volume-plugin-dir="$d/kubelet/volplugins" \
         --hostname-override="$node" --cloud-provider=external \
@@ -197,21 +216,20 @@ EOK
         --register-with-taints="kuryr.lab/kubelet=true:NoSchedule" \
         --cgroup-driver=cgroupfs --cgroup-root="/$(cgroup_root "$node")" \
         --fail-swap-on=false --fail-cgroupv1=false --protect-kernel-defaults=true --oom-score-adj=0 \
-        --address=127.0.0.1 --port="$((P_KUBELET + idx))" --read-only-port=0 \
+        --address="$ip" --port="$((P_KUBELET + idx))" --read-only-port=0 --node-ip="$ip" \
         --healthz-bind-address=127.0.0.1 --healthz-port="$((P_KUBELET_HEALTHZ + idx))" \
         --image-gc-high-threshold=100 --image-gc-low-threshold=99 --eviction-hard= \
         --sync-frequency=10s --v=1
-      waitfor "kubelet $node" 60 curl -sf "http://127.0.0.1:$((P_KUBELET_HEALTHZ + idx))/healthz" \
+      waitfor "kubelet $node" 60 ip netns exec "$ns" curl -sf "http://127.0.0.1:$((P_KUBELET_HEALTHZ + idx))/healthz" \
         || fail_component "kubelet-$node" "$S/log/kubelet-$node.log"
     fi
     waitfor "Node $node registered" 60 node_ready_api "$node" || fail_component "kubelet-$node" "$S/log/kubelet-$node.log"
-    # What a cloud controller manager does for --cloud-provider=external: the VM's address (the kubelet runs in
-    # the root namespace and would report the machine's own), then lift the uninitialized taint. The kubelet
-    # itself listens on loopback: its InternalDNS name `localhost` is where the API server reaches it for logs
-    # and exec (kube-apiserver --kubelet-preferred-address-types starts with InternalDNS).
+    # What a cloud controller manager does for --cloud-provider=external: the VM's address (where the API server
+    # reaches the kubelet for logs and exec, through its egress proxy), then lift the uninitialized taint. A
+    # merge patch replaces the whole list (a node from before kept an InternalDNS `localhost` otherwise).
     curl -sf --cacert "$S/k8s/ca.crt" -H "Authorization: Bearer $token" -X PATCH \
-      -H 'Content-Type: application/strategic-merge-patch+json' "https://127.0.0.1:$P_KAPI/api/v1/nodes/$node/status" \
-      -d "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$ip\"},{\"type\":\"InternalDNS\",\"address\":\"localhost\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null \
+      -H 'Content-Type: application/merge-patch+json' "https://127.0.0.1:$P_KAPI/api/v1/nodes/$node/status" \
+      -d "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$ip\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null \
       || die "kubelet nodes: cannot set the addresses of Node $node"
     $KUBECTL annotate --overwrite node "$node" "kuryr.lab/neutron-port=$port" >/dev/null
     $KUBECTL taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1 || true
@@ -245,7 +263,7 @@ cmd_down() {
   for d in "$N"/kubelet-*/; do
     [ -d "$d" ] || continue
     d=${d%/}; node=$(basename "$d")
-    for c in "kubelet-$node" "kuryr-daemon-$node"; do stop_one "$c"; done
+    for c in "kubelet-$node" "kuryr-daemon-$node" "cstream-relay-ns-$node" "cstream-relay-$node"; do stop_one "$c"; done
     # anything still running in this containerd: kill the tasks, then containerd, then its shims
     local sock=$d/containerd.sock task
     if running "containerd-$node"; then

@@ -214,7 +214,7 @@ derive_controller() {
     | sed -e "s/^  name: kuryr-controller\$/  name: kuryr-controller-$name/" \
       -e "s|app.kubernetes.io/name: kuryr-controller\$|app.kubernetes.io/name: kuryr-controller-$name|" \
       -e "s/name: kuryr-config\$/name: kuryr-config-$name/" \
-      -e "s/containerPort: 8082\$/containerPort: $port/" \
+      -e "s/containerPort: 8082\$/containerPort: $port/" -e "s|http://127.0.0.1:8082/|http://127.0.0.1:$port/|" \
       -e "s|^\( *\)- /etc/kuryr/kuryr.yaml\$|&${flag:+\\n\\1- $flag}|")
   grep -q "name: kuryr-controller-$name" <<<"$out" || die "kuryr install: could not derive the $name controller's Deployment from lab/overlay"
   printf '%s\n' "$out"

@@ -217,3 +217,14 @@ pub async fn vm_node(lab: &Lab, client: &kube::Client) -> anyhow::Result<Option<
         ),
     }
 }
+
+/// A Node's `InternalIP` (the lab VM's address: lab.json `vms[].ip`).
+pub fn internal_ip(node: &k8s_openapi::api::core::v1::Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}

@@ -5,8 +5,9 @@
 //! VRRP MAC, and their traffic crosses real OVN.
 //!
 //! Checks: every pod reaches every other (inside the pods' own network namespaces, found through containerd);
-//! the IP kubelet reports is the KuryrPort's, whose VIF names the VM port's MAC and no NIC; scaling down removes the pods' interfaces, KuryrPorts, Neutron
-//! ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
+//! the API server reaches each through its pod proxy (its egress selector), and each VM reaches each pod, its
+//! own included (the daemon's host link); the IP kubelet reports is the KuryrPort's, whose VIF names the VM port's MAC and no NIC; scaling down removes the pods' interfaces,
+//! KuryrPorts, Neutron ports and address pairs, and kubelet's two DELs per sandbox (the second after the sandbox is gone) both
 //! succeed; the remaining pods still reach each other. And containerd 2 asks each node's daemon for CNI STATUS
 //! (the conflist's `cniVersion` is 1.1.0).
 //!
@@ -228,7 +229,8 @@ async fn scenario(
                         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "pinger"}}}],
                     "terminationGracePeriodSeconds": 1,
                     "containers": [{"name": "bb", "image": "local.test/busybox:1", "imagePullPolicy": "Never",
-                        "command": ["sleep", "3600"]}]}}}
+                        "command": ["sh", "-c",
+                            "mkdir -p /tmp/www && hostname >/tmp/www/name && exec httpd -f -p 8080 -h /tmp/www"]}]}}}
     }))?;
     deployments.create(&PostParams::default(), &deploy).await?;
     let running = wait_running(client, ns, REPLICAS).await?;
@@ -261,15 +263,7 @@ async fn scenario(
             p.name
         );
         // No NIC name pinned: the VIF carries the MAC of the node VM's port, by which a daemon finds the NIC.
-        let node = nodes.get(&p.node).await?;
-        let node_ip = node
-            .status
-            .and_then(|s| s.addresses)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|a| a.type_ == "InternalIP")
-            .map(|a| a.address)
-            .context("node without InternalIP")?;
+        let node_ip = nodes::internal_ip(&nodes.get(&p.node).await?).context("node without InternalIP")?;
         let vm = lab
             .vms
             .iter()
@@ -293,6 +287,8 @@ async fn scenario(
         macs.insert(p.name.clone(), mac);
     }
     ping_matrix(&running)?;
+    api_server_reaches(client, &running).await?;
+    vms_reach_pods(lab, client, &running).await?;
 
     // Scale down: the removed pods' sandboxes get two DELs each (StopPodSandbox, then RemovePodSandbox with
     // no netns) and the controller releases their ports.
@@ -394,6 +390,77 @@ async fn scenario(
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     ping_matrix(&kept)
+}
+
+/// The API server reaches every pod through its pod proxy (what `kubectl port-forward`-less tools and the e2e
+/// suite use to read a pod's files): the API server lives in a namespace with no address on the pod network,
+/// so this goes through its egress selector (lab/lib/kapi-egress.py dials from the kuryr-kapi namespace).
+async fn api_server_reaches(client: &Client, pods: &[RunningPod]) -> anyhow::Result<()> {
+    for p in pods {
+        let path = format!("/api/v1/namespaces/{}/pods/{}:8080/proxy/name", p.ns, p.name);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let req = http::Request::get(&path).body(Vec::new())?;
+            match client.request_text(req).await {
+                Ok(body) if body.trim() == p.name => break,
+                answer => ensure!(
+                    Instant::now() < deadline,
+                    "GET {path} through the API server: {answer:?}, wanted the pod's name"
+                ),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Each kubelet node's VM reaches every pod over HTTP, those on itself included (what its kubelet's HTTP
+/// probes need): a macvlan parent cannot reach its own children, so the node's daemon gives the VM a macvlan
+/// sibling and a route per local pod (kuryr-cni `binding::host_link`).
+async fn vms_reach_pods(lab: &Lab, client: &Client, pods: &[RunningPod]) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut vms = BTreeMap::new();
+    for p in pods {
+        let ip = nodes::internal_ip(&nodes.get(&p.node).await?).context("node without InternalIP")?;
+        let vm = lab.vms.iter().find(|v| v.ip == ip).context("node on no lab VM")?;
+        vms.insert(vm.name.clone(), vm.netns.clone());
+    }
+    let mut failed = Vec::new();
+    for (vm, netns) in &vms {
+        for p in pods {
+            let url = format!("http://{}:8080/name", p.ip);
+            let out = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    netns,
+                    "curl",
+                    "-sS",
+                    "--max-time",
+                    "5",
+                    "--retry",
+                    "3",
+                ])
+                .args(["--retry-all-errors", &url])
+                .output()?;
+            let body = String::from_utf8_lossy(&out.stdout);
+            if body.trim() != p.name {
+                let own = if p.node == format!("kubelet-{vm}") {
+                    " (its own pod)"
+                } else {
+                    ""
+                };
+                failed.push(format!(
+                    "{vm} → {}{own}: {:?} {}",
+                    p.name,
+                    body.trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    ensure!(failed.is_empty(), "VMs could not reach pods: {failed:#?}");
+    Ok(())
 }
 
 #[derive(Clone, Debug)]
