@@ -78,5 +78,9 @@ stage vmtest lab/run-tests --lanes 1 --only vm_nodes --only macvlan_services
 stage vmsdown lab/lab vms down
 # The rest, several test binaries at a time (lab/run-tests: which share the lab and which run alone).
 stage test lab/run-tests --lanes "${KURYR_TEST_LANES:-3}" --skip vm_nodes --skip macvlan_services
+# Kubernetes' own DNS conformance cases (docs/conformance.md: 8 cases, ~3 min): cluster DNS through kuryr-rs's
+# kube-dns load balancer, pods and Services by name, and the API server reaching pods (its egress selector).
+# kuryr-rs is installed from its image for them and uninstalled after (left as it is when ./demo.sh installed it).
+stage e2e lab/e2e --set dns --install
 stage fuzz fuzz_wait
 report

@@ -55,14 +55,20 @@ async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
     }
 }
 
+/// Binds the admin address. Done before anything else starts, so a taken port (another replica on the same
+/// host network) stops the controller with that error instead of leaving it running without probes or metrics.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "admin server listening");
+    Ok(listener)
+}
+
 /// Serves until `shutdown` completes.
 pub async fn serve(
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     state: AdminState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "admin server listening");
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

@@ -533,7 +533,13 @@ impl Args {
             // A standby is ready to take over: /readyz must not hold a rollout up behind it.
             rt.ready.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let admin = tokio::spawn(admin::serve(self.metrics_addr, state, shutdown_signal()));
+        let listener = admin::bind(self.metrics_addr).await.with_context(|| {
+            format!(
+                "admin server (--metrics-addr): cannot listen on {}",
+                self.metrics_addr
+            )
+        })?;
+        let admin = tokio::spawn(admin::serve(listener, state, shutdown_signal()));
         let shutdown: Stop = shutdown_signal().boxed().shared();
         let gc_interval = self.gc_config().interval;
         let work = move |stop: Stop| async move {
