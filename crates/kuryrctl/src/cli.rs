@@ -166,21 +166,4 @@ impl Cli {
             OutputArg::Json => Format::Json,
         }
     }
-
-    /// Runs the command, printing to stdout; the process exit code.
-    pub async fn run(&self) -> anyhow::Result<i32> {
-        let mut out = std::io::stdout().lock();
-        self.run_to(&mut out).await
-    }
-
-    pub async fn run_to(&self, out: &mut dyn std::io::Write) -> anyhow::Result<i32> {
-        let fmt = self.format();
-        match &self.command {
-            Command::Preflight(a) => crate::preflight::run(self, a, fmt, out).await,
-            Command::Status(a) => crate::status::run(self, a, fmt, out).await,
-            Command::Pools => crate::pools::run(self, fmt, out).await,
-            Command::Gc(a) => crate::gc::run(self, a, fmt, out).await,
-            Command::Migrate(a) => crate::migrate::run(self, a, fmt, out).await,
-        }
-    }
 }

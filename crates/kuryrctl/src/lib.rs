@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod connect;
+mod dispatch;
 pub mod gc;
 pub mod migrate;
 pub mod output;
