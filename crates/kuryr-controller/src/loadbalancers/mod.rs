@@ -19,13 +19,13 @@ pub mod round;
 pub mod service;
 pub mod sightings;
 pub mod status;
+pub mod ticks;
 pub mod vip_leak;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_core::lb::{cleanup_hold, ProvisioningStatus};

@@ -171,7 +171,7 @@ async fn serve(
     klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
     let span =
         |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
-    let observe = loadbalancers::observer::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));
+    let observe = loadbalancers::ticks::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));
     let klb_run = run_controller(
         klb_controller,
         loadbalancers::reconcile,
