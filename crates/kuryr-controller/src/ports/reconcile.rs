@@ -279,15 +279,7 @@ async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
 
 /// A failure becomes a Warning Event and, unless the KuryrPort is going away, `Ready=False`.
 async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
-    ctx.events
-        .publish(
-            &kp.object_ref(&()),
-            EventType::Warning,
-            err.reason(),
-            "Reconcile",
-            err.to_string(),
-        )
-        .await;
+    ctx.events.failed(&kp.object_ref(&()), err).await;
     if kp.metadata.deletion_timestamp.is_some() {
         return;
     }
