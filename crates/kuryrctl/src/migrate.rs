@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use kube::api::{Api, ListParams, PostParams};
 use kuryr_api::{scoped, KuryrLoadBalancer, KuryrNetwork, KuryrPort, ResourceExt, VifType};
 use kuryr_core::OwnerKind;
-use kuryr_openstack::neutron::tags::{self, Resource};
+use kuryr_openstack::neutron::tagging::{self, Resource};
 use kuryr_openstack::neutron::{networks, ports, subnets, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers::{self, UpdateLoadBalancer};
 use kuryr_openstack::{Cloud, Owner};
@@ -34,7 +34,7 @@ fn has_owner(tags: &[String], cluster: &str) -> bool {
 
 async fn tag(cloud: &Cloud, res: Resource, id: &str, owner: &Owner) -> kuryr_openstack::Result<()> {
     for t in owner.tags()? {
-        tags::add(cloud, res, id, &t).await?;
+        tagging::add(cloud, res, id, &t).await?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::tags::{create_tagged, taggable, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};

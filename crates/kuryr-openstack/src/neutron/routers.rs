@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::tags::{create_tagged, taggable, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::client::Request;
 use crate::errors::{Result, Service};

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tags::{create_tagged, taggable, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;

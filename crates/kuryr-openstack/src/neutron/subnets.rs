@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::tags::{create_tagged, taggable, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;

@@ -62,7 +62,7 @@ pub(crate) trait Taggable {
 /// `impl Taggable` for wire types with `id` and `tags` fields.
 macro_rules! taggable {
     ($($t:ty),+) => {
-        $(impl $crate::neutron::tags::Taggable for $t {
+        $(impl $crate::neutron::tagging::Taggable for $t {
             fn id(&self) -> &str {
                 &self.id
             }
@@ -109,7 +109,7 @@ struct Tags {
 /// `PUT /{collection}/{id}/tags`: the object's tags become exactly `tags`.
 pub async fn replace(cloud: &Cloud, res: Resource, id: &str, tags: &[String]) -> Result<Vec<String>> {
     for t in tags {
-        crate::tags::validate(t)?;
+        crate::ownership::validate(t)?;
     }
     let op = "neutron.tags.replace";
     let resp = cloud
@@ -141,7 +141,7 @@ pub async fn get(cloud: &Cloud, res: Resource, id: &str) -> Result<Vec<String>> 
 
 /// `PUT /{collection}/{id}/tags/{tag}`.
 pub async fn add(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()> {
-    crate::tags::validate(tag)?;
+    crate::ownership::validate(tag)?;
     cloud
         .execute(Request::new(
             Service::Network,
@@ -155,7 +155,7 @@ pub async fn add(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()
 
 /// `DELETE /{collection}/{id}/tags/{tag}`; a missing tag is fine.
 pub async fn remove(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()> {
-    crate::tags::validate(tag)?;
+    crate::ownership::validate(tag)?;
     cloud
         .delete_path(
             Service::Network,
