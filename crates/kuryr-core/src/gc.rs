@@ -1,5 +1,5 @@
 //! Garbage collection decisions: which tagged cloud objects no live Kubernetes object owns, and when one of
-//! them may be deleted. The controller's sweeper and `kuryrctl gc --dry-run` both decide here, on what
+//! them may be deleted. The controller's sweeper and `kuryrctl gc` both decide here, on what
 //! kuryr-openstack's `owned` lists and the live owners kuryr-api's `owners` finds; deleting is the
 //! controller's.
 //!

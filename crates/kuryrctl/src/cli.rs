@@ -147,8 +147,9 @@ pub struct StatusArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GcArgs {
-    /// Only list; required (deleting is the controller's, after a confirming sweep).
-    #[arg(long, required = true)]
+    /// Accepted, and changes nothing: `gc` only ever lists (deleting is the controller's, after a
+    /// confirming sweep); scripts written when this flag was required keep working.
+    #[arg(long, hide = true)]
     pub dry_run: bool,
     /// Orphans younger than this are reported as suspects, not for collection.
     #[arg(long, default_value_t = 600)]
@@ -164,6 +165,19 @@ impl Cli {
         match self.output {
             OutputArg::Table => Format::Table,
             OutputArg::Json => Format::Json,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gc_lists_without_a_flag_and_still_takes_the_dry_run_flag_it_once_required() {
+        for argv in [&["kuryrctl", "gc"][..], &["kuryrctl", "gc", "--dry-run"]] {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            assert!(matches!(cli.command, Command::Gc(_)), "{argv:?}");
         }
     }
 }

@@ -1,5 +1,5 @@
-//! `kuryrctl gc --dry-run`: the garbage collector's own listing and decisions, from one look, printed: the
-//! cloud objects `kuryr_openstack::owned` lists, held against the live owners `kuryr_api::owners` finds by
+//! `kuryrctl gc` (always a dry run): the garbage collector's own listing and decisions, from one look,
+//! printed: the cloud objects `kuryr_openstack::owned` lists, held against the live owners `kuryr_api::owners` finds by
 //! `kuryr_core::gc::dry_run`. `collect` lines are what a running collector deletes on its next confirming
 //! sweep; `suspect` lines are orphans inside the grace period; `unknown_kind` objects are never collected.
 

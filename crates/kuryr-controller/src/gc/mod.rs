@@ -2,7 +2,7 @@
 //! subports, security groups, networks, subnets, load balancers, floating IPs), deleting what no live
 //! Kubernetes object owns. The cloud listing is `kuryr_openstack::owned`'s, the live owners
 //! `kuryr_api::owners`', the decisions (two sightings, grace period, deletion order) `kuryr_core::gc`'s;
-//! this module deletes and counts. `kuryrctl gc --dry-run` puts the same pieces together for one look.
+//! this module deletes and counts. `kuryrctl gc` puts the same pieces together for one look.
 
 pub mod delete;
 
