@@ -240,4 +240,40 @@ mod tests {
         assert!(wrapped.is_permanent());
         assert_eq!(wrapped.reason(), "RequestTooLarge");
     }
+
+    fn refused(service: kuryr_openstack::Service, status: u16) -> Error {
+        Error::OpenStack(kuryr_openstack::Error::Api(Box::new(
+            kuryr_openstack::ApiFailure {
+                service,
+                op: "op",
+                method: "POST".into(),
+                status,
+                kind: kuryr_openstack::ErrorKind::Conflict,
+                code: String::new(),
+                message: "m".into(),
+                request_id: None,
+                attempts: 1,
+            },
+        )))
+    }
+
+    #[test]
+    fn a_cloud_error_is_named_for_the_service_that_answered() {
+        use kuryr_openstack::Service::{Identity, LoadBalancer, Network};
+        assert_eq!(refused(Network, 409).reason(), "NeutronError");
+        assert_eq!(refused(Network, 503).reason(), "NeutronUnavailable");
+        assert_eq!(refused(LoadBalancer, 409).reason(), "OctaviaError");
+        assert_eq!(refused(LoadBalancer, 500).reason(), "OctaviaUnavailable");
+        assert_eq!(refused(Identity, 401).reason(), "KeystoneError");
+        let wrapped = Error::Finalizer(Box::new(FinalizerError::CleanupFailed(refused(
+            LoadBalancer,
+            409,
+        ))));
+        assert_eq!(wrapped.reason(), "OctaviaError");
+        let before_any_call = Error::OpenStack(kuryr_openstack::Error::InvalidTag {
+            tag: "a,b".into(),
+            reason: "contains ','",
+        });
+        assert_eq!(before_any_call.reason(), "OpenStackError");
+    }
 }
