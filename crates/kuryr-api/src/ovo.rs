@@ -1,14 +1,34 @@
 //! Reads upstream Kuryr's os-vif "versioned object" primitives (what `obj_to_primitive()` wrote into
 //! `KuryrPort.status.vifs.<ifname>.vif`) into our typed [`Vif`], so clusters migrated from upstream keep
-//! working: the daemon can wire and the controller can release ports created by upstream.
+//! working: the daemon can wire and the controller can release ports created by upstream. [`Vif::from_value`]
+//! reads a stored VIF of either shape (the typed [`Vif`] itself knows nothing of upstream's).
 //!
 //! Shape: `{"versioned_object.name": "VIFVlanNested", "versioned_object.data": {...}, ...}`, nested for the
 //! network, its subnets, their fixed IPs and routes (lists are `{"objects": [...]}` inside the data).
 
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use crate::vif::{Vif, VifIp, VifRoute, VifType};
 use crate::Error;
+
+impl Vif {
+    /// Parses either shape: ours, or upstream's os-vif OVO primitive. Ours wins when both are present, which
+    /// happens after a merge patch writes typed fields over a migrated object (the OVO keys are preserved).
+    pub fn from_value(value: serde_json::Value) -> Result<Self, Error> {
+        if value.get("portId").is_none() && value.get(NAME).is_some() {
+            return vif_from_primitive(&value);
+        }
+        Ok(serde_json::from_value(value)?)
+    }
+}
+
+/// `deserialize_with` for fields holding a [`Vif`] that may still be in upstream's OVO shape.
+pub(crate) fn deserialize_tolerant<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vif, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Vif::from_value(value).map_err(D::Error::custom)
+}
 
 /// Key holding the object's class name.
 pub const NAME: &str = "versioned_object.name";

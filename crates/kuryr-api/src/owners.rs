@@ -1,5 +1,5 @@
 //! The uids of every live object a kuryr ownership tag may name (`kuryr.uid=`), cluster-wide: what the
-//! garbage collector (and `kuryrctl gc --dry-run`) holds tagged cloud objects against. Any failed list is an
+//! garbage collector (and `kuryrctl gc`) holds tagged cloud objects against. Any failed list is an
 //! error (a partial view would make live objects look orphaned); only a Kuryr CRD that is not installed
 //! counts as empty.
 

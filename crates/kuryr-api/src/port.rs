@@ -145,7 +145,7 @@ pub struct PodVif {
     #[serde(default)]
     pub default: bool,
     /// Accepts upstream's os-vif blob as well as the typed form.
-    #[serde(deserialize_with = "crate::vif::deserialize_tolerant")]
+    #[serde(deserialize_with = "crate::ovo::deserialize_tolerant")]
     pub vif: Vif,
 }
 

@@ -4,10 +4,7 @@
 use std::fmt;
 
 use schemars::JsonSchema;
-use serde::de::Error as _;
-use serde::{Deserialize, Deserializer, Serialize};
-
-use crate::{ovo, Error};
+use serde::{Deserialize, Serialize};
 
 /// How a pod interface is wired (upstream's `pod_vif_driver` names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -146,23 +143,8 @@ pub struct Vif {
 }
 
 impl Vif {
-    /// Parses either shape: ours, or upstream's os-vif OVO primitive. Ours wins when both are present, which
-    /// happens after a merge patch writes typed fields over a migrated object (the OVO keys are preserved).
-    pub fn from_value(value: serde_json::Value) -> Result<Self, Error> {
-        if value.get("portId").is_none() && value.get(ovo::NAME).is_some() {
-            return ovo::vif_from_primitive(&value);
-        }
-        Ok(serde_json::from_value(value)?)
-    }
-
     /// First IP, the pod's primary address.
     pub fn primary_ip(&self) -> Option<&VifIp> {
         self.ips.first()
     }
-}
-
-/// `deserialize_with` for fields holding a [`Vif`] that may still be in upstream's OVO shape.
-pub(crate) fn deserialize_tolerant<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vif, D::Error> {
-    let value = serde_json::Value::deserialize(deserializer)?;
-    Vif::from_value(value).map_err(D::Error::custom)
 }

@@ -1,7 +1,6 @@
 //! Keystone v3: version documents, token issue (password, token, application_credential) and
 //! validation, and the catalog naming the emulator's own Neutron and Octavia endpoints.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -9,64 +8,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{json, Value};
 
 use crate::errors::{ApiError, ApiResult};
 use crate::profile::{KeystoneProfile, KeystoneUser};
 use crate::state::{lock, Ctx, Shared};
+use crate::tokens::Token;
 use crate::util::{keystone_time, new_hex_id};
-
-#[derive(Debug, Clone)]
-pub struct Token {
-    pub user_id: String,
-    pub user_name: String,
-    pub project_id: String,
-    pub project_name: String,
-    pub roles: Vec<String>,
-    pub methods: Vec<String>,
-    pub issued_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub audit_id: String,
-    pub app_cred: Option<String>,
-}
-
-#[derive(Debug, Default)]
-pub struct Tokens {
-    map: HashMap<String, Token>,
-}
-
-impl Tokens {
-    /// The token if it exists and has not expired.
-    pub fn valid(&self, id: &str) -> Option<&Token> {
-        self.map.get(id).filter(|t| t.expires_at > Utc::now())
-    }
-
-    fn insert(&mut self, id: String, t: Token) {
-        if self.map.len() > 50_000 {
-            let now = Utc::now();
-            self.map.retain(|_, t| t.expires_at > now);
-        }
-        self.map.insert(id, t);
-    }
-
-    /// Makes every token expired now (tests of re-authentication).
-    pub fn expire_all(&mut self) -> usize {
-        let past = Utc::now() - chrono::Duration::seconds(1);
-        for t in self.map.values_mut() {
-            t.expires_at = past;
-        }
-        self.map.len()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-}
 
 fn ks_err(status: StatusCode, msg: &str) -> ApiError {
     ApiError::keystone(status, msg)
@@ -364,7 +313,7 @@ pub async fn check(State(sh): State<Arc<Shared>>, headers: HeaderMap) -> StatusC
 /// `DELETE /v3/auth/tokens`: revoke.
 pub async fn revoke(State(sh): State<Arc<Shared>>, headers: HeaderMap) -> ApiResult<StatusCode> {
     let id = subject(&headers).ok_or_else(|| ks_err(StatusCode::NOT_FOUND, "Could not find token: ."))?;
-    match lock(&sh.tokens).map.remove(id) {
+    match lock(&sh.tokens).remove(id) {
         Some(_) => Ok(StatusCode::NO_CONTENT),
         None => Err(ks_err(
             StatusCode::NOT_FOUND,

@@ -21,6 +21,7 @@ pub mod query;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod tokens;
 pub mod util;
 pub mod world;
 

@@ -12,11 +12,11 @@ use serde_json::Value;
 use crate::calllog::CallLog;
 use crate::errors::{ApiError, ApiResult};
 use crate::faults::Faults;
-use crate::keystone::Tokens;
 use crate::neutron::model::to_json;
-use crate::neutron::ok;
+use crate::neutron::respond::ok;
 use crate::profile::{Dist, Profile};
 use crate::query::{project, Query};
+use crate::tokens::Tokens;
 use crate::world::World;
 
 pub struct Shared {

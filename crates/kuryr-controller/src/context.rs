@@ -1,6 +1,11 @@
 //! What the pod-side controllers (Pod, KuryrPort, KuryrNetwork, Namespace, NetworkPolicy) share: clients,
 //! settings, metrics, Events, per-object bookkeeping, the caches fed by watches, and the state each area
 //! keeps (trunks and VLANs, written statuses, pools, nested-macvlan, namespace networks).
+//!
+//! Two of the crate's three imports that run back up the layers start here, on purpose: the state types
+//! `ports/` defines (`PortBook`, `PoolState`, `MacvlanState`, `Trunks`) and `networks::State`. Each is
+//! defined beside the code that gives it meaning (and keeps its fields private to it); held here, every
+//! pod-side controller reaches all of it through the one `Context` it is given.
 
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -83,7 +88,7 @@ impl Context {
     }
 
     /// Whether namespace `ns` is this controller's (see [`crate::scope::Selection`]).
-    pub async fn selected(&self, ns: &str) -> crate::Result<bool> {
+    pub async fn selected(&self, ns: &str) -> crate::errors::Result<bool> {
         self.selection.selects(&self.client, ns).await
     }
 

@@ -79,11 +79,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Re-check of a namespace whose ports are still draining.
 const DRAIN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The cloud did not answer, or answered 5xx, after the client's retries.
-fn is_unavailable(e: &kuryr_openstack::Error) -> bool {
-    matches!(e, kuryr_openstack::Error::Transport { .. }) || e.status().is_some_and(|s| s >= 500)
-}
-
 impl Error {
     pub fn kube(op: &'static str) -> impl FnOnce(kube::Error) -> Error {
         move |source| Error::Kube { op, source }
@@ -120,8 +115,12 @@ impl Error {
             Error::OpenStack(e) if e.is_over_quota() => "OverQuota",
             Error::OpenStack(e) if e.is_request_too_large() => "RequestTooLarge",
             Error::OpenStack(e) if e.is_out_of_addresses() => "SubnetFull",
-            Error::OpenStack(e) if is_unavailable(e) => "NeutronUnavailable",
-            Error::OpenStack(_) => "NeutronError",
+            // Named for the service that answered (or did not).
+            Error::OpenStack(e) => match (e.service(), e.is_unavailable()) {
+                (Some(s), true) => s.unavailable_reason(),
+                (Some(s), false) => s.refused_reason(),
+                (None, _) => "OpenStackError",
+            },
             Error::Core(e) => e.reason(),
             Error::NodeNotFound(_) => "NodeNotFound",
             Error::Unsupported(_) => "Unsupported",
@@ -240,5 +239,41 @@ mod tests {
         let wrapped = Error::Finalizer(Box::new(FinalizerError::ApplyFailed(Error::OpenStack(api))));
         assert!(wrapped.is_permanent());
         assert_eq!(wrapped.reason(), "RequestTooLarge");
+    }
+
+    fn refused(service: kuryr_openstack::Service, status: u16) -> Error {
+        Error::OpenStack(kuryr_openstack::Error::Api(Box::new(
+            kuryr_openstack::ApiFailure {
+                service,
+                op: "op",
+                method: "POST".into(),
+                status,
+                kind: kuryr_openstack::ErrorKind::Conflict,
+                code: String::new(),
+                message: "m".into(),
+                request_id: None,
+                attempts: 1,
+            },
+        )))
+    }
+
+    #[test]
+    fn a_cloud_error_is_named_for_the_service_that_answered() {
+        use kuryr_openstack::Service::{Identity, LoadBalancer, Network};
+        assert_eq!(refused(Network, 409).reason(), "NeutronError");
+        assert_eq!(refused(Network, 503).reason(), "NeutronUnavailable");
+        assert_eq!(refused(LoadBalancer, 409).reason(), "OctaviaError");
+        assert_eq!(refused(LoadBalancer, 500).reason(), "OctaviaUnavailable");
+        assert_eq!(refused(Identity, 401).reason(), "KeystoneError");
+        let wrapped = Error::Finalizer(Box::new(FinalizerError::CleanupFailed(refused(
+            LoadBalancer,
+            409,
+        ))));
+        assert_eq!(wrapped.reason(), "OctaviaError");
+        let before_any_call = Error::OpenStack(kuryr_openstack::Error::InvalidTag {
+            tag: "a,b".into(),
+            reason: "contains ','",
+        });
+        assert_eq!(before_any_call.reason(), "OpenStackError");
     }
 }

@@ -8,9 +8,9 @@ use std::time::Instant;
 use kuryr_api::{Api, Namespace};
 use kuryr_core::projects::ProjectChoice;
 
+use crate::config::networks::SubnetMode;
 use crate::context::Context;
 use crate::errors::{Error, Result};
-use crate::networks::SubnetMode;
 use crate::toolkit::Topic;
 
 /// Where a Namespace with `annotations` has its resources made (and why not where it asked).

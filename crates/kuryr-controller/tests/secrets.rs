@@ -116,7 +116,7 @@ async fn no_secret_reaches_logs_metrics_or_errors() {
         &["preflight", "--no-kubernetes", "--nodes", "1"],
         &["pools"],
         &["status"],
-        &["gc", "--dry-run"],
+        &["gc"],
     ];
     for name in ["pw", "ac", "tok", "bad"] {
         for sub in subcommands {

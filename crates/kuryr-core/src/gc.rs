@@ -1,6 +1,6 @@
 //! Garbage collection decisions: which tagged cloud objects no live Kubernetes object owns, and when one of
-//! them may be deleted. The controller's sweeper and `kuryrctl gc --dry-run` both decide here, on what
-//! kuryr-openstack's `tagged` lists and the live owners kuryr-api's `owners` finds; deleting is the
+//! them may be deleted. The controller's sweeper and `kuryrctl gc` both decide here, on what
+//! kuryr-openstack's `owned` lists and the live owners kuryr-api's `owners` finds; deleting is the
 //! controller's.
 //!
 //! An object is an orphan when its ownership tags name a kind we know maps to Kubernetes objects and its uid

@@ -22,7 +22,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tracing::{debug, info};
 
 use crate::adaptive::CallKind;
-use crate::config::AuthSource;
+use crate::config::{AuthSource, ClientConfig};
 use crate::errors::{Error, Result, Service};
 use crate::gate::Gate;
 
@@ -219,6 +219,14 @@ impl Tls {
             b = b.danger_accept_invalid_certs(true);
         }
         Ok(b)
+    }
+}
+
+impl ClientConfig {
+    /// Whether TLS certificate verification is off for this cloud (clouds.yaml `verify: false`). Binaries
+    /// say so loudly at start; nothing in kuryr-rs turns it off otherwise.
+    pub fn tls_verification_disabled(&self) -> crate::Result<bool> {
+        Ok(Tls::of(&self.auth)?.insecure)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::errors::{ApiFailure, Error, Result, Service};
 use crate::gate::Gate;
 use crate::metrics::{CallObserver, Metrics};
 use crate::neutron::extensions::NeutronFeatures;
-use crate::octavia::versions::OctaviaFeatures;
+use crate::octavia::features::OctaviaFeatures;
 use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, TransportKind};
 
 /// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiters (one
@@ -222,12 +222,9 @@ impl Cloud {
             .await
     }
 
-    /// Octavia API version and providers, discovered once per handle.
-    pub async fn octavia_features(&self) -> Result<&OctaviaFeatures> {
-        self.inner
-            .octavia_features
-            .get_or_try_init(|| crate::octavia::versions::discover(self))
-            .await
+    /// Where [`Cloud::octavia_features`] keeps what it discovered.
+    pub(crate) fn octavia_cache(&self) -> &OnceCell<OctaviaFeatures> {
+        &self.inner.octavia_features
     }
 
     /// Sends a request with retries; `Ok` only for 2xx (and 404 on DELETE).

@@ -74,12 +74,6 @@ impl AuthSource {
 }
 
 impl ClientConfig {
-    /// Whether TLS certificate verification is off for this cloud (clouds.yaml `verify: false`). Binaries
-    /// say so loudly at start; nothing in kuryr-rs turns it off otherwise.
-    pub fn tls_verification_disabled(&self) -> crate::Result<bool> {
-        Ok(crate::auth::Tls::of(&self.auth)?.insecure)
-    }
-
     pub fn new(auth: AuthSource) -> Self {
         Self {
             auth,

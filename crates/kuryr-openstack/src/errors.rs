@@ -25,6 +25,26 @@ impl Service {
     }
 }
 
+impl Service {
+    /// Event reason for a call this service refused.
+    pub fn refused_reason(self) -> &'static str {
+        match self {
+            Service::Identity => "KeystoneError",
+            Service::Network => "NeutronError",
+            Service::LoadBalancer => "OctaviaError",
+        }
+    }
+
+    /// Event reason for a call this service did not answer, or answered 5xx, after the retries.
+    pub fn unavailable_reason(self) -> &'static str {
+        match self {
+            Service::Identity => "KeystoneUnavailable",
+            Service::Network => "NeutronUnavailable",
+            Service::LoadBalancer => "OctaviaUnavailable",
+        }
+    }
+}
+
 impl fmt::Display for Service {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -98,7 +118,11 @@ pub enum Error {
 
     /// The cloud lacks an extension or API version the call needs.
     #[error("{op}: the cloud does not support {feature}")]
-    Unsupported { op: &'static str, feature: String },
+    Unsupported {
+        service: Service,
+        op: &'static str,
+        feature: String,
+    },
 
     #[error("invalid tag {tag:?}: {reason}")]
     InvalidTag { tag: String, reason: &'static str },
@@ -167,6 +191,27 @@ impl Error {
     /// Refused for its size: the same request never passes.
     pub fn is_request_too_large(&self) -> bool {
         self.kind() == Some(ErrorKind::RequestTooLarge)
+    }
+
+    /// The service that answered or was asked; `None` for what failed before any call (settings, a tag).
+    pub fn service(&self) -> Option<Service> {
+        match self {
+            Error::Api(a) => Some(a.service),
+            Error::Transport { service, .. }
+            | Error::Decode { service, .. }
+            | Error::Unsupported { service, .. } => Some(*service),
+            Error::Auth(_) => Some(Service::Identity),
+            // Only load balancers and their members are waited for.
+            Error::LbError { .. } | Error::LbStuck { .. } | Error::WaitTimeout { .. } => {
+                Some(Service::LoadBalancer)
+            }
+            Error::Config(_) | Error::InvalidTag { .. } => None,
+        }
+    }
+
+    /// The cloud did not answer, or answered 5xx, after the client's retries.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Transport { .. }) || self.status().is_some_and(|s| s >= 500)
     }
 
     /// Short, bounded label for metrics and Event reasons.

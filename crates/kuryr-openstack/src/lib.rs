@@ -10,8 +10,9 @@
 //!   status tree, providers, version gates; [`waiter`] tells ACTIVE, ERROR and stuck PENDING_* apart.
 //! - [`fit`]: bulk bodies split to the cloud's request-size limit (413 is never retried).
 //! - [`batch`]: single-object reads coalesced into list calls by id (port ACTIVE polls under a burst).
-//! - [`tags`]: ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything created;
-//!   [`tagged`]: everything one cluster's tags are on, with its owner.
+//! - [`ownership`]: the ownership tags (`kuryr.cluster=`, `kuryr.kind=`, `kuryr.uid=`) on everything
+//!   created; [`owned`]: everything one cluster owns, listed by those tags, with its owner;
+//!   `neutron::tagging`: Neutron's tag calls and the one create-then-tag.
 //! - [`secret_files`]: credentials files others can read are refused before anything connects.
 //!
 //! It knows nothing of Kubernetes: ids in, OpenStack objects out. See docs/openstack-client.md.
@@ -29,12 +30,12 @@ mod gate;
 pub mod metrics;
 pub mod neutron;
 pub mod octavia;
+pub mod owned;
+pub mod ownership;
 pub mod priority;
 pub mod ratelimit;
 pub mod retry;
 pub mod secret_files;
-pub mod tagged;
-pub mod tags;
 pub mod waiter;
 
 pub use adaptive::AimdConfig;
@@ -43,8 +44,8 @@ pub use client::{Cloud, Request, Response};
 pub use config::{AuthSource, ClientConfig};
 pub use errors::{ApiFailure, Error, Result, Service};
 pub use metrics::{CallObserver, CallRecord, Metrics, Snapshot};
+pub use ownership::Owner;
 pub use priority::work_started;
 pub use ratelimit::RateLimit;
 pub use retry::{ErrorKind, RetryPolicy};
-pub use tags::Owner;
 pub use waiter::WaitOptions;

@@ -147,8 +147,9 @@ pub struct StatusArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct GcArgs {
-    /// Only list; required (deleting is the controller's, after a confirming sweep).
-    #[arg(long, required = true)]
+    /// Accepted, and changes nothing: `gc` only ever lists (deleting is the controller's, after a
+    /// confirming sweep); scripts written when this flag was required keep working.
+    #[arg(long, hide = true)]
     pub dry_run: bool,
     /// Orphans younger than this are reported as suspects, not for collection.
     #[arg(long, default_value_t = 600)]
@@ -166,21 +167,17 @@ impl Cli {
             OutputArg::Json => Format::Json,
         }
     }
+}
 
-    /// Runs the command, printing to stdout; the process exit code.
-    pub async fn run(&self) -> anyhow::Result<i32> {
-        let mut out = std::io::stdout().lock();
-        self.run_to(&mut out).await
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    pub async fn run_to(&self, out: &mut dyn std::io::Write) -> anyhow::Result<i32> {
-        let fmt = self.format();
-        match &self.command {
-            Command::Preflight(a) => crate::preflight::run(self, a, fmt, out).await,
-            Command::Status(a) => crate::status::run(self, a, fmt, out).await,
-            Command::Pools => crate::pools::run(self, fmt, out).await,
-            Command::Gc(a) => crate::gc::run(self, a, fmt, out).await,
-            Command::Migrate(a) => crate::migrate::run(self, a, fmt, out).await,
+    #[test]
+    fn gc_lists_without_a_flag_and_still_takes_the_dry_run_flag_it_once_required() {
+        for argv in [&["kuryrctl", "gc"][..], &["kuryrctl", "gc", "--dry-run"]] {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            assert!(matches!(cli.command, Command::Gc(_)), "{argv:?}");
         }
     }
 }

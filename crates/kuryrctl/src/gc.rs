@@ -1,5 +1,5 @@
-//! `kuryrctl gc --dry-run`: the garbage collector's own listing and decisions, from one look, printed: the
-//! cloud objects `kuryr_openstack::tagged` lists, held against the live owners `kuryr_api::owners` finds by
+//! `kuryrctl gc` (always a dry run): the garbage collector's own listing and decisions, from one look,
+//! printed: the cloud objects `kuryr_openstack::owned` lists, held against the live owners `kuryr_api::owners` finds by
 //! `kuryr_core::gc::dry_run`. `collect` lines are what a running collector deletes on its next confirming
 //! sweep; `suspect` lines are orphans inside the grace period; `unknown_kind` objects are never collected.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kuryr_api::owners::live_uids;
 use kuryr_core::gc::{dry_run, ReportLine, Tagged};
-use kuryr_openstack::{tagged, Cloud};
+use kuryr_openstack::{owned, Cloud};
 use serde::Serialize;
 
 use crate::cli::{Cli, GcArgs};
@@ -46,7 +46,7 @@ pub async fn plan(
     grace: Duration,
 ) -> anyhow::Result<Vec<ReportLine>> {
     // The cloud before the owners, as the collector does: an object made meanwhile has its owner listed.
-    let listed = tagged::list(cloud, cluster_id, project_id).await?;
+    let listed = owned::list(cloud, cluster_id, project_id).await?;
     let live = live_uids(client).await.context("kubernetes list owners")?;
     let objects: Vec<_> = listed
         .iter()

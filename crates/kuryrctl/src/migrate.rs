@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use kube::api::{Api, ListParams, PostParams};
 use kuryr_api::{scoped, KuryrLoadBalancer, KuryrNetwork, KuryrPort, ResourceExt, VifType};
 use kuryr_core::OwnerKind;
-use kuryr_openstack::neutron::tags::{self, Resource};
+use kuryr_openstack::neutron::tagging::{self, Resource};
 use kuryr_openstack::neutron::{networks, ports, subnets, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers::{self, UpdateLoadBalancer};
 use kuryr_openstack::{Cloud, Owner};
@@ -28,15 +28,84 @@ pub struct Action {
     pub done: bool,
 }
 
-fn has_owner(tags: &[String], cluster: &str) -> bool {
-    Owner::from_tags(tags).is_some_and(|o| o.cluster == cluster)
+/// A cloud object `migrate` may have to tag as ours, with the tags it carries now.
+enum Untagged<'a> {
+    /// Tagged one tag at a time (`PUT .../tags/{tag}`), the tags it has kept.
+    Neutron(Resource, &'a str, &'a [String]),
+    /// Its tags replaced whole (Octavia has no single-tag call), the tags it has kept.
+    LoadBalancer(&'a str, &'a [String]),
 }
 
-async fn tag(cloud: &Cloud, res: Resource, id: &str, owner: &Owner) -> kuryr_openstack::Result<()> {
-    for t in owner.tags()? {
-        tags::add(cloud, res, id, &t).await?;
+impl Untagged<'_> {
+    fn id(&self) -> &str {
+        match self {
+            Untagged::Neutron(_, id, _) | Untagged::LoadBalancer(id, _) => id,
+        }
     }
-    Ok(())
+
+    fn tags(&self) -> &[String] {
+        match self {
+            Untagged::Neutron(_, _, tags) | Untagged::LoadBalancer(_, tags) => tags,
+        }
+    }
+
+    async fn tag(&self, cloud: &Cloud, owner: &Owner) -> kuryr_openstack::Result<()> {
+        match self {
+            Untagged::Neutron(res, id, _) => {
+                for t in owner.tags()? {
+                    tagging::add(cloud, *res, id, &t).await?;
+                }
+            }
+            Untagged::LoadBalancer(id, kept) => {
+                let mut tags = kept.to_vec();
+                tags.extend(owner.tags()?);
+                let req = UpdateLoadBalancer {
+                    tags: Some(tags),
+                    ..UpdateLoadBalancer::default()
+                };
+                loadbalancers::update(cloud, id, &req).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one run plans and, with `--apply`, does.
+struct Plan<'a> {
+    cloud: &'a Cloud,
+    cluster_id: &'a str,
+    apply: bool,
+    actions: Vec<Action>,
+}
+
+impl Plan<'_> {
+    /// The one way an object is adopted: unless this cluster owns it already, tag it (with `--apply`) and
+    /// record the action.
+    async fn adopt(
+        &mut self,
+        object: &str,
+        action: String,
+        obj: Untagged<'_>,
+        owner: &Owner,
+    ) -> anyhow::Result<()> {
+        if Owner::from_tags(obj.tags()).is_some_and(|o| o.cluster == self.cluster_id) {
+            return Ok(());
+        }
+        if self.apply {
+            obj.tag(self.cloud, owner).await?;
+        }
+        self.record(object, action, obj.id());
+        Ok(())
+    }
+
+    fn record(&mut self, object: &str, action: String, cloud_id: &str) {
+        self.actions.push(Action {
+            object: object.to_owned(),
+            action,
+            cloud_id: cloud_id.to_owned(),
+            done: self.apply,
+        });
+    }
 }
 
 pub async fn run(
@@ -49,14 +118,20 @@ pub async fn run(
     let cloud = crate::connect::cloud(cli).await?;
     let client = crate::connect::kube_client(cli).await?;
     progress.step("connected");
-    let mut actions = Vec::new();
-    kuryrports(cli, a, &cloud, &client, &mut actions).await?;
+    let mut plan = Plan {
+        cloud: &cloud,
+        cluster_id: &cli.cluster_id,
+        apply: a.apply,
+        actions: Vec::new(),
+    };
+    kuryrports(a, &client, &mut plan).await?;
     progress.step("KuryrPorts");
-    kuryrnetworks(cli, a, &cloud, &client, &mut actions).await?;
+    kuryrnetworks(a, &client, &mut plan).await?;
     progress.step("KuryrNetworks");
-    kuryrloadbalancers(cli, a, &cloud, &client, &mut actions).await?;
+    kuryrloadbalancers(a, &client, &mut plan).await?;
     progress.step("KuryrLoadBalancers");
     progress.finish();
+    let actions = plan.actions;
     let mut t = Table::new(vec!["OBJECT", "ACTION", "CLOUD", "STATE"]);
     for x in &actions {
         let state = if x.done {
@@ -75,20 +150,14 @@ pub async fn run(
     Ok(0)
 }
 
-async fn kuryrports(
-    cli: &Cli,
-    a: &MigrateArgs,
-    cloud: &Cloud,
-    client: &kube::Client,
-    actions: &mut Vec<Action>,
-) -> anyhow::Result<()> {
+async fn kuryrports(a: &MigrateArgs, client: &kube::Client, plan: &mut Plan<'_>) -> anyhow::Result<()> {
     let api: Api<KuryrPort> = scoped(client, a.namespace.as_deref());
     let kps = api.list(&ListParams::default()).await?.items;
     if kps.is_empty() {
         return Ok(());
     }
     // port id -> (trunk id, VLAN)
-    let on_trunk: BTreeMap<String, (String, u32)> = trunks::list(cloud, Filter::new())
+    let on_trunk: BTreeMap<String, (String, u32)> = trunks::list(plan.cloud, Filter::new())
         .await?
         .into_iter()
         .flat_map(|t| {
@@ -111,38 +180,24 @@ async fn kuryrports(
                         vif.vlan_id = u16::try_from(*vlan).ok();
                     }
                     changed = true;
-                    actions.push(Action {
-                        object: object.clone(),
-                        action: format!("status: trunkId {trunk}"),
-                        cloud_id: vif.port_id.clone(),
-                        done: a.apply,
-                    });
+                    plan.record(&object, format!("status: trunkId {trunk}"), &vif.port_id);
                 }
             }
-            let port = match ports::get(cloud, &vif.port_id).await {
+            let port = match ports::get(plan.cloud, &vif.port_id).await {
                 Ok(p) => p,
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e.into()),
             };
-            if !has_owner(&port.tags, &cli.cluster_id) {
-                if a.apply {
-                    tag(
-                        cloud,
-                        Resource::Ports,
-                        &port.id,
-                        &Owner::new(&cli.cluster_id, OwnerKind::KuryrPort.as_str(), &pod_uid),
-                    )
-                    .await?;
-                }
-                actions.push(Action {
-                    object: object.clone(),
-                    action: format!("tag port {}/{pod_uid}", OwnerKind::KuryrPort),
-                    cloud_id: port.id.clone(),
-                    done: a.apply,
-                });
-            }
+            let owner = Owner::new(plan.cluster_id, OwnerKind::KuryrPort.as_str(), &pod_uid);
+            plan.adopt(
+                &object,
+                format!("tag port {}/{pod_uid}", OwnerKind::KuryrPort),
+                Untagged::Neutron(Resource::Ports, &port.id, &port.tags),
+                &owner,
+            )
+            .await?;
         }
-        if changed && a.apply {
+        if changed && plan.apply {
             kp.status = Some(st);
             api.replace_status(&kp.name_any(), &PostParams::default(), &kp)
                 .await?;
@@ -151,50 +206,26 @@ async fn kuryrports(
     Ok(())
 }
 
-async fn kuryrnetworks(
-    cli: &Cli,
-    a: &MigrateArgs,
-    cloud: &Cloud,
-    client: &kube::Client,
-    actions: &mut Vec<Action>,
-) -> anyhow::Result<()> {
+async fn kuryrnetworks(a: &MigrateArgs, client: &kube::Client, plan: &mut Plan<'_>) -> anyhow::Result<()> {
     let api: Api<KuryrNetwork> = scoped(client, a.namespace.as_deref());
     for kn in api.list(&ListParams::default()).await?.items {
         let object = format!("{}/{}", kn.namespace().unwrap_or_default(), kn.name_any());
         let owner = Owner::new(
-            &cli.cluster_id,
+            plan.cluster_id,
             OwnerKind::KuryrNetwork.as_str(),
             kn.uid().unwrap_or_default(),
         );
         let st = kn.status.clone().unwrap_or_default();
         if let Some(id) = &st.net_id {
-            if let Ok(n) = networks::get(cloud, id).await {
-                if !has_owner(&n.tags, &cli.cluster_id) {
-                    if a.apply {
-                        tag(cloud, Resource::Networks, id, &owner).await?;
-                    }
-                    actions.push(Action {
-                        object: object.clone(),
-                        action: "tag network".into(),
-                        cloud_id: id.clone(),
-                        done: a.apply,
-                    });
-                }
+            if let Ok(n) = networks::get(plan.cloud, id).await {
+                let obj = Untagged::Neutron(Resource::Networks, id, &n.tags);
+                plan.adopt(&object, "tag network".into(), obj, &owner).await?;
             }
         }
         if let Some(id) = &st.subnet_id {
-            if let Ok(s) = subnets::get(cloud, id).await {
-                if !has_owner(&s.tags, &cli.cluster_id) {
-                    if a.apply {
-                        tag(cloud, Resource::Subnets, id, &owner).await?;
-                    }
-                    actions.push(Action {
-                        object: object.clone(),
-                        action: "tag subnet".into(),
-                        cloud_id: id.clone(),
-                        done: a.apply,
-                    });
-                }
+            if let Ok(s) = subnets::get(plan.cloud, id).await {
+                let obj = Untagged::Neutron(Resource::Subnets, id, &s.tags);
+                plan.adopt(&object, "tag subnet".into(), obj, &owner).await?;
             }
         }
     }
@@ -202,11 +233,9 @@ async fn kuryrnetworks(
 }
 
 async fn kuryrloadbalancers(
-    cli: &Cli,
     a: &MigrateArgs,
-    cloud: &Cloud,
     client: &kube::Client,
-    actions: &mut Vec<Action>,
+    plan: &mut Plan<'_>,
 ) -> anyhow::Result<()> {
     let api: Api<KuryrLoadBalancer> = scoped(client, a.namespace.as_deref());
     for klb in api.list(&ListParams::default()).await?.items {
@@ -229,27 +258,13 @@ async fn kuryrloadbalancers(
         else {
             continue;
         };
-        let Ok(lb) = loadbalancers::get(cloud, &lb_id).await else {
+        let Ok(lb) = loadbalancers::get(plan.cloud, &lb_id).await else {
             continue;
         };
-        if has_owner(&lb.tags, &cli.cluster_id) {
-            continue;
-        }
-        if a.apply {
-            let mut tags = lb.tags.clone();
-            tags.extend(Owner::new(&cli.cluster_id, OwnerKind::Service.as_str(), &svc_uid).tags()?);
-            let req = UpdateLoadBalancer {
-                tags: Some(tags),
-                ..UpdateLoadBalancer::default()
-            };
-            loadbalancers::update(cloud, &lb_id, &req).await?;
-        }
-        actions.push(Action {
-            object,
-            action: "tag load balancer".into(),
-            cloud_id: lb_id,
-            done: a.apply,
-        });
+        let owner = Owner::new(plan.cluster_id, OwnerKind::Service.as_str(), &svc_uid);
+        let obj = Untagged::LoadBalancer(&lb_id, &lb.tags);
+        plan.adopt(&object, "tag load balancer".into(), obj, &owner)
+            .await?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! with this test's cluster id are planted (a port, a port left as a trunk subport, a security group, a
 //! network with its subnet, a floating IP, a load balancer; all owned by uids no Kubernetes object has),
 //! plus an object of a kind the collector must never touch. An in-process controller wires a burst of
-//! pods while the collector sweeps: the first sweep only suspects, `kuryrctl gc --dry-run` lists the
+//! pods while the collector sweeps: the first sweep only suspects, `kuryrctl gc` lists the
 //! orphans for collection and the pods' ports as owned, the second sweep deletes exactly the orphans;
 //! every pod still ends up Ready with its port, and the counts show in the metrics.
 
@@ -334,7 +334,7 @@ async fn scenario(
     Ok(())
 }
 
-/// `kuryrctl gc --dry-run -o json --grace-seconds 0` against the lab.
+/// `kuryrctl gc -o json --grace-seconds 0` (a dry run: gc only lists) against the lab.
 async fn dry_run(lab: &Lab, cluster_id: &str) -> anyhow::Result<serde_json::Value> {
     use clap::Parser;
     let cli = kuryrctl::Cli::try_parse_from([
@@ -352,7 +352,6 @@ async fn dry_run(lab: &Lab, cluster_id: &str) -> anyhow::Result<serde_json::Valu
         "-o",
         "json",
         "gc",
-        "--dry-run",
         "--grace-seconds",
         "0",
     ])?;

@@ -3,7 +3,7 @@
 //! token), the lab's real Kubernetes bearer token as one more canary. The real `kuryr-controller` runs at
 //! `RUST_LOG=debug` on pods that cannot be wired (no trunks: Warning Events carrying error messages) and on
 //! Services (one with refused annotations and a refused `loadBalancerIP`); `kuryrctl status`, `pools` and
-//! `gc --dry-run` run at debug too; and a controller with a wrong password fails. Every output is grepped
+//! `gc` run at debug too; and a controller with a wrong password fails. Every output is grepped
 //! for every canary: stdout and stderr, `/metrics`, every Event of the namespace, every KuryrPort and
 //! KuryrLoadBalancer (status conditions included), the Services.
 
@@ -198,11 +198,7 @@ async fn scenario(
     ensure!(metrics.contains("kuryr_reconciles_total"), "{metrics}");
     out.add("kuryr-controller /metrics", metrics);
 
-    for sub in [
-        vec!["status", "-n", iso.ns.as_str()],
-        vec!["pools"],
-        vec!["gc", "--dry-run"],
-    ] {
+    for sub in [vec!["status", "-n", iso.ns.as_str()], vec!["pools"], vec!["gc"]] {
         let mut cmd = command(&kuryrctl, "debug");
         cmd.args([
             "--kubeconfig",

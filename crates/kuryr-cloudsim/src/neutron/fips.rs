@@ -10,9 +10,9 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Map, Value};
 
+use super::missing::net_not_found;
+use super::missing::port_not_found;
 use super::model::{to_json, FloatingIp, Std};
-use super::networks::net_not_found;
-use super::ports::port_not_found;
 use super::{
     check_revision, created, if_match, list_response, not_found, ok, refuse_body_tags, resource_body,
     str_field,

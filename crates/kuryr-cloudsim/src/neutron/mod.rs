@@ -4,10 +4,12 @@
 
 pub mod extensions;
 pub mod fips;
+pub mod missing;
 pub mod model;
 pub mod networks;
 pub mod ports;
 pub mod quotas;
+pub mod respond;
 pub mod routers;
 pub mod security_groups;
 pub mod status;
@@ -24,13 +26,16 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::errors::{ApiError, ApiResult};
 use crate::query::{list_body, ListParams, Query};
 use crate::routes::{Routes, NEUTRON};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
+
+pub use missing::not_found;
+pub use respond::{created, ok, wrap};
 
 pub fn register(r: &mut Routes) {
     r.get(&["/networking"], "/", "neutron.versions", extensions::versions);
@@ -357,10 +362,6 @@ pub fn from_map<T: DeserializeOwned>(m: &Map<String, Value>) -> ApiResult<T> {
         .map_err(|e| ApiError::bad_request(format!("Invalid input for operation: {e}.")))
 }
 
-pub fn not_found(kind: &str, what: &str, id: &str) -> ApiError {
-    ApiError::not_found(kind, format!("{what} {id} could not be found."))
-}
-
 /// `If-Match: revision_number=N` (Neutron's revision-if-match extension).
 pub fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
     let Some(h) = headers.get("if-match").and_then(|v| v.to_str().ok()) else {
@@ -386,18 +387,6 @@ pub fn check_revision(expected: Option<u64>, current: u64) -> ApiResult<()> {
         )),
         _ => Ok(()),
     }
-}
-
-pub fn wrap(key: &str, v: Value) -> Value {
-    json!({ key: v })
-}
-
-pub fn created(key: &str, v: Value) -> Response {
-    (StatusCode::CREATED, Json(wrap(key, v))).into_response()
-}
-
-pub fn ok(key: &str, v: Value) -> Response {
-    Json(wrap(key, v)).into_response()
 }
 
 /// GET of a collection kept in one world map: every resource, filtered and paginated.

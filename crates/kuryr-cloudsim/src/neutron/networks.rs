@@ -8,18 +8,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Extension;
 
+use super::missing::net_not_found;
 use super::model::{to_json, Network, Std};
 use super::{
-    bool_field, check_revision, created, if_match, list_all, not_found, ok, refuse_body_tags, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_all, ok, refuse_body_tags, resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
-
-pub fn net_not_found(id: &str) -> ApiError {
-    not_found("NetworkNotFound", "Network", id)
-}
 
 pub async fn list(
     State(sh): State<Arc<Shared>>,

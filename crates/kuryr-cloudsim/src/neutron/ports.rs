@@ -12,19 +12,15 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::missing::{net_not_found, port_not_found};
 use super::model::{AddressPair, FixedIp, Port, Std};
-use super::networks::net_not_found;
-use super::{body_tags, check_revision, if_match, not_found, ok, parse_json};
+use super::{body_tags, check_revision, if_match, ok, parse_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::{parse_ip, AllocError, Cidr};
 use crate::profile::{IpamConflictKind, Profile};
 use crate::query::{list_body, page_links, project, ListParams, Query};
 use crate::state::{Ctx, Jobs, Shared};
 use crate::world::{FixedIpFilter, World};
-
-pub fn port_not_found(id: &str) -> ApiError {
-    not_found("PortNotFound", "Port", id)
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -634,7 +630,7 @@ fn allocate_ips(
                                         "Failed to create port on network {network_id}, because fixed_ips included invalid subnet {s}"
                                     ))
                                 } else {
-                                    super::subnets::subnet_not_found(s)
+                                    super::missing::subnet_not_found(s)
                                 });
                             }
                             s.clone()
@@ -666,7 +662,7 @@ fn allocate_ips(
                     let s = w
                         .subnets
                         .get_mut(&subnet_id)
-                        .ok_or_else(|| super::subnets::subnet_not_found(&subnet_id))?;
+                        .ok_or_else(|| super::missing::subnet_not_found(&subnet_id))?;
                     let ip = match &r.ip_address {
                         Some(ip) => {
                             let v = parse_ip(ip).map(|(v, _)| v).ok_or_else(|| {

@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{json, Map, Value};
 
+use super::missing::net_not_found;
+use super::missing::port_not_found;
+use super::missing::subnet_not_found;
 use super::model::{to_json, ExternalFixedIp, FixedIp, GatewayInfo, Port, Router, Std};
-use super::networks::net_not_found;
-use super::ports::port_not_found;
-use super::subnets::subnet_not_found;
 use super::{
     bool_field, check_revision, created, if_match, list_all, ok, parse_json, refuse_body_tags, resource_body,
     str_field,

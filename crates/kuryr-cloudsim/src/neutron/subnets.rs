@@ -9,20 +9,15 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
 
+use super::missing::{net_not_found, subnet_not_found};
 use super::model::{to_json, AllocationPool, Std, Subnet};
-use super::networks::net_not_found;
 use super::{
-    bool_field, check_revision, created, if_match, list_all, not_found, ok, refuse_body_tags, resource_body,
-    str_field,
+    bool_field, check_revision, created, if_match, list_all, ok, refuse_body_tags, resource_body, str_field,
 };
 use crate::errors::{ApiError, ApiResult};
 use crate::ipam::{parse_ip, Cidr, SubnetIpam};
 use crate::state::{Ctx, Shared};
 use crate::world::World;
-
-pub fn subnet_not_found(id: &str) -> ApiError {
-    not_found("SubnetNotFound", "Subnet", id)
-}
 
 pub async fn list(
     State(sh): State<Arc<Shared>>,

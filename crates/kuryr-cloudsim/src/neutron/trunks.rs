@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{json, Map, Value};
 
+use super::missing::port_not_found;
 use super::model::{to_json, Std, SubPort, Trunk};
-use super::ports::port_not_found;
 use super::{
     bool_field, check_revision, created, if_match, list_all, not_found, ok, parse_json, refuse_body_tags,
     resource_body, str_field,

@@ -34,6 +34,25 @@ pub fn listener_not_found(id: &str) -> ApiError {
     ApiError::oct_not_found("Listener", id)
 }
 
+/// Which pool protocols a listener protocol accepts (Octavia's VALID_LISTENER_POOL_PROTOCOL_MAP).
+pub fn check_protocols(listener: &str, pool: &str) -> ApiResult<()> {
+    let ok = match listener {
+        "TCP" => matches!(pool, "TCP" | "HTTP" | "PROXY" | "PROXYV2"),
+        "HTTP" | "TERMINATED_HTTPS" => matches!(pool, "HTTP" | "PROXY" | "PROXYV2"),
+        "HTTPS" => matches!(pool, "HTTPS" | "PROXY" | "PROXYV2" | "TCP"),
+        "UDP" => pool == "UDP",
+        "SCTP" => pool == "SCTP",
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::oct_validation(format!(
+            "The pool protocol '{pool}' is invalid while the listener protocol is '{listener}'."
+        )))
+    }
+}
+
 fn check_provider(provider: &str, protocol: &str, allowed_cidrs: &Option<Vec<String>>) -> ApiResult<()> {
     if provider == "ovn" {
         if !OVN_PROTOCOLS.contains(&protocol) {
@@ -170,7 +189,7 @@ fn check_default_pool(
             "This listener already has a default pool",
         ));
     }
-    super::pools::check_protocols(protocol, &pool.protocol)
+    check_protocols(protocol, &pool.protocol)
 }
 
 pub async fn list(

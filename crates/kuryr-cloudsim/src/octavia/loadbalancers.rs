@@ -559,7 +559,7 @@ fn build_graph(w: &mut World, lb_id: &str, m: &Map<String, Value>, sp_refused: b
                 ))
             })?;
             let pool = &mut built_pools[idx];
-            super::pools::check_protocols(&l.protocol, &pool.protocol)?;
+            super::listeners::check_protocols(&l.protocol, &pool.protocol)?;
             if !pool.listeners.is_empty() {
                 return Err(ApiError::octavia(
                     StatusCode::CONFLICT,

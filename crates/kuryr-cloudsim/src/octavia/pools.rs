@@ -30,25 +30,6 @@ pub fn pool_not_found(id: &str) -> ApiError {
     ApiError::oct_not_found("Pool", id)
 }
 
-/// Which pool protocols a listener protocol accepts (Octavia's VALID_LISTENER_POOL_PROTOCOL_MAP).
-pub fn check_protocols(listener: &str, pool: &str) -> ApiResult<()> {
-    let ok = match listener {
-        "TCP" => matches!(pool, "TCP" | "HTTP" | "PROXY" | "PROXYV2"),
-        "HTTP" | "TERMINATED_HTTPS" => matches!(pool, "HTTP" | "PROXY" | "PROXYV2"),
-        "HTTPS" => matches!(pool, "HTTPS" | "PROXY" | "PROXYV2" | "TCP"),
-        "UDP" => pool == "UDP",
-        "SCTP" => pool == "SCTP",
-        _ => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::oct_validation(format!(
-            "The pool protocol '{pool}' is invalid while the listener protocol is '{listener}'."
-        )))
-    }
-}
-
 /// Whether `provider` refuses SOURCE_IP session persistence in this profile (an older ovn provider).
 pub fn refuses_source_ip(profile: &Profile, provider: &str) -> bool {
     profile
@@ -234,7 +215,7 @@ pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Res
         let mut pool = build(lb, &m, refuses_source_ip(&sh.profile(), &lb.provider))?;
         let mut affected = Vec::new();
         if let Some((l, proto)) = listener {
-            check_protocols(&proto, &pool.protocol)?;
+            super::listeners::check_protocols(&proto, &pool.protocol)?;
             pool.listeners.push(IdRef::new(&l));
             affected.push(l);
         }

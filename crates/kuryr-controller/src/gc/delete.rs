@@ -5,7 +5,7 @@
 use kuryr_openstack::neutron::routers::{self, Interface};
 use kuryr_openstack::neutron::{floating_ips, networks, ports, security_groups, subnets, trunks, Filter};
 use kuryr_openstack::octavia::loadbalancers;
-use kuryr_openstack::tagged::{TaggedObject, TaggedResource};
+use kuryr_openstack::owned::{TaggedObject, TaggedResource};
 use kuryr_openstack::Cloud;
 
 /// `device_owner` of a trunk subport.

@@ -1,8 +1,8 @@
 //! The garbage collector: a periodic sweep of everything tagged with our cluster id (ports incl. trunk
 //! subports, security groups, networks, subnets, load balancers, floating IPs), deleting what no live
-//! Kubernetes object owns. The cloud listing is `kuryr_openstack::tagged`'s, the live owners
+//! Kubernetes object owns. The cloud listing is `kuryr_openstack::owned`'s, the live owners
 //! `kuryr_api::owners`', the decisions (two sightings, grace period, deletion order) `kuryr_core::gc`'s;
-//! this module deletes and counts. `kuryrctl gc --dry-run` puts the same pieces together for one look.
+//! this module deletes and counts. `kuryrctl gc` puts the same pieces together for one look.
 
 pub mod delete;
 
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use kuryr_api::owners::live_uids;
 use kuryr_core::gc::{GcBook, ReportLine, Tagged, Verdict};
-use kuryr_openstack::tagged::{self, TaggedObject, TaggedResource};
+use kuryr_openstack::owned::{self, TaggedObject, TaggedResource};
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
 
@@ -78,7 +78,7 @@ impl Collector {
     /// One sweep: the cloud is listed before the owners, so an object created during the sweep has its
     /// owner in the owner list (or is merely suspected, never collected on this sighting).
     pub async fn sweep(&mut self) -> Result<SweepReport> {
-        let listed = tagged::list(&self.cloud, &self.cluster_id, self.project_id.as_deref()).await?;
+        let listed = owned::list(&self.cloud, &self.cluster_id, self.project_id.as_deref()).await?;
         let live = live_uids(&self.client)
             .await
             .map_err(Error::kube("list owners"))?;

@@ -19,13 +19,13 @@ pub mod round;
 pub mod service;
 pub mod sightings;
 pub mod status;
+pub mod ticks;
 pub mod vip_leak;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::{finalizers, Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_core::lb::{cleanup_hold, ProvisioningStatus};
@@ -179,39 +179,22 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
 /// A failure becomes a Warning Event and, unless the object is going away, `Ready=False`; a wait (an error
 /// with its own retry time) a Normal Event.
 async fn report(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbContext, err: &Error) {
-    let reason = reason(err);
-    ctx.events
-        .publish(
-            &klb.object_ref(&()),
-            if err.retry_after().is_some() {
-                EventType::Normal
-            } else {
-                EventType::Warning
-            },
-            reason,
-            "Reconcile",
-            err.to_string(),
-        )
-        .await;
+    ctx.events.failed(&klb.object_ref(&()), err).await;
     if klb.metadata.deletion_timestamp.is_some() {
         return;
     }
     let mut st = klb.status.clone().unwrap_or_default();
-    status::ready(&mut st, klb.metadata.generation, false, reason, err.to_string());
+    status::ready(
+        &mut st,
+        klb.metadata.generation,
+        false,
+        err.reason(),
+        err.to_string(),
+    );
     if let Err(e) = status::write(api, klb, &st).await {
         warn!(
             error = &e as &dyn std::error::Error,
             "cannot record the failure in the status"
         );
-    }
-}
-
-/// The cloud behind a load balancer is Octavia: its other errors say so.
-fn reason(err: &Error) -> &'static str {
-    match err.openstack() {
-        Some(e) if e.is_over_quota() => "OverQuota",
-        Some(e) if e.is_request_too_large() => "RequestTooLarge",
-        Some(_) => "OctaviaError",
-        None => err.reason(),
     }
 }

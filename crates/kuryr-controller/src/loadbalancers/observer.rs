@@ -1,25 +1,20 @@
-//! The one Octavia observer of the KuryrLoadBalancer controller: each tick lists the cluster's load
-//! balancers, listeners, pools (and health monitors, when a pool has one) with one tag-filtered call each
-//! (`kuryr_openstack::octavia::cluster`), feeds the listing to `kuryr_core::lb::LbIndex`, and wakes the
-//! reconciles it names (settled after a wait, drift, gone, strays). Reconciles no longer poll their own
-//! load balancer: the reads per tick do not grow with the number of Services (docs/services.md).
+//! What the one Octavia observer of the KuryrLoadBalancer controller keeps between its ticks
+//! ([`super::ticks`]): the `kuryr_core::lb::LbIndex` of the cluster's load balancers, the trees the last
+//! listing showed, and the channel that wakes reconciles. Reconciles no longer poll their own load balancer:
+//! the reads per tick do not grow with the number of Services (docs/services.md). Held in
+//! [`crate::services::LbContext`], so it takes nothing from it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use kube::runtime::reflector::ObjectRef;
 use kuryr_api::KuryrLoadBalancer;
-use kuryr_core::lb::{IndexConfig, LbIndex, ObservedLb, Wake, WakeReason};
-use kuryr_openstack::octavia::cluster;
-use kuryr_openstack::Owner;
+use kuryr_core::lb::{IndexConfig, LbIndex, ObservedLb, Wake};
 use tokio::sync::Notify;
-use tracing::{debug, warn};
 
-use super::sightings;
-use crate::errors::Result;
-use crate::services::context::LbContext;
+use super::sightings::Cut;
 use crate::toolkit::lock;
 
 /// Which reconcile a load balancer belongs to: the object to requeue and its uid (the schedule's key).
@@ -89,65 +84,27 @@ impl Observer {
         self.index().current(lb_id)?;
         lock(&self.observed).get(lb_id).cloned()
     }
-}
 
-/// How far behind pod and Service work the observer's lists rank when Octavia's calls queue
-/// (`kuryr_openstack::work_started`): work begun up to this long after a list goes first, older work
-/// after it. Never further back: a starved observer would leave every waiting Service unready.
-const BACKGROUND_LAG: Duration = Duration::from_secs(5);
-
-/// One tick: the lists, the index, the wakes (also returned, for tests that reconcile by hand).
-pub async fn tick(ctx: &LbContext) -> Result<Vec<Wake<LbKey>>> {
-    let started = Instant::now();
-    let tag = Owner::cluster_filter(&ctx.cluster_id).join(",");
-    let rank = tokio::time::Instant::now() + BACKGROUND_LAG;
-    let listing = kuryr_openstack::work_started(rank, cluster::list(&ctx.cloud, &tag)).await;
-    ctx.metrics.lb_observer_tick(listing.is_ok());
-    let listing = listing?;
-    let cut = sightings::cut(listing);
-    let wakes = ctx.observer.index().apply(cut.sightings, started);
-    *lock(&ctx.observer.observed) = cut.observed;
-    let tx = lock(&ctx.observer.wake).clone();
-    for w in &wakes {
-        debug!(lb_id = w.lb_id, reason = ?w.reason, "waking the load balancer's reconcile");
-        ctx.metrics.lb_observer_wake(w.reason);
-        {
-            let mut schedule = ctx.schedule();
-            // Due now, whatever the last round said (or the one running will say).
-            schedule.wake(&w.key.uid);
-            if w.reason == WakeReason::Strays {
-                schedule.want_sweep(&w.key.uid);
-            }
-        }
-        if let Some(tx) = &tx {
-            let _ = tx.unbounded_send(w.key.obj.clone());
-        }
+    /// A listing begun at `started`, cut into sightings: the index takes them, the trees are kept; the
+    /// reconciles to wake.
+    pub fn record(&self, cut: Cut, started: Instant) -> Vec<Wake<LbKey>> {
+        let wakes = self.index().apply(cut.sightings, started);
+        *lock(&self.observed) = cut.observed;
+        wakes
     }
-    Ok(wakes)
-}
 
-/// Ticks until `shutdown`: fast while a reconcile waits, every drift interval otherwise. A failed listing
-/// is logged and tried again at the next tick.
-pub async fn run(ctx: Arc<LbContext>, shutdown: impl std::future::Future<Output = ()>) {
-    tokio::pin!(shutdown);
-    loop {
-        if let Err(e) = tick(&ctx).await {
-            warn!(
-                error = &e as &dyn std::error::Error,
-                "listing the cluster's load balancers failed"
-            );
-        }
-        let mut due = tokio::time::Instant::now() + ctx.observer.index().next_tick();
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                _ = tokio::time::sleep_until(due) => break,
-                // Without this, a write made during an idle sleep waited out the drift interval (15 s
-                // per member write of a 100-port Service).
-                _ = ctx.observer.waiting.notified() => {
-                    due = due.min(tokio::time::Instant::now() + ctx.observer.poll_min);
-                }
-            }
-        }
+    /// Where wakes go, once [`Observer::wakes`] was called.
+    pub fn waker(&self) -> Option<UnboundedSender<ObjectRef<KuryrLoadBalancer>>> {
+        lock(&self.wake).clone()
+    }
+
+    /// Resolves when a reconcile begins waiting.
+    pub async fn waiting(&self) {
+        self.waiting.notified().await
+    }
+
+    /// The first look after a wait begins.
+    pub fn poll_min(&self) -> Duration {
+        self.poll_min
     }
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use kuryr_api::k8s_openapi::jiff::Timestamp;
@@ -240,13 +239,7 @@ pub async fn namespace(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action> 
 }
 
 async fn report(kn: &KuryrNetwork, ctx: &Context, err: &Error) {
-    let (type_, reason) = match err.cause() {
-        Some(Error::Draining(_)) => (EventType::Normal, "Draining"),
-        _ => (EventType::Warning, err.reason()),
-    };
-    ctx.events
-        .publish(&kn.object_ref(&()), type_, reason, "Reconcile", err.to_string())
-        .await;
+    ctx.events.failed(&kn.object_ref(&()), err).await;
     if kn.metadata.deletion_timestamp.is_some() {
         return;
     }

@@ -13,7 +13,7 @@ use kuryr_core::policy::{
 use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::security_groups::{self, CreateRule, CreateSecurityGroup, SecurityGroupRule};
 use kuryr_openstack::neutron::{ports, Filter};
-use kuryr_openstack::{tags, Cloud, Owner};
+use kuryr_openstack::{ownership, Cloud, Owner};
 use tracing::info;
 
 use crate::errors::{Error, Result};
@@ -40,7 +40,7 @@ impl Target<'_> {
 
 fn kind_filter(cluster_id: &str) -> Vec<String> {
     let mut f = Owner::cluster_filter(cluster_id);
-    f.push(format!("{}={}", tags::KIND, OwnerKind::NetworkPolicySg));
+    f.push(format!("{}={}", ownership::KIND, OwnerKind::NetworkPolicySg));
     f
 }
 

@@ -30,10 +30,10 @@ use kuryr_openstack::neutron::{ports, security_groups, trunks, Filter};
 use kuryr_openstack::Owner;
 use tracing::{info, warn};
 
+use crate::config::networks::SubnetMode;
 use crate::context::Context;
 use crate::convert;
 use crate::errors::{Error, Result};
-use crate::networks::SubnetMode;
 use crate::ports::node_vif;
 pub use crate::ports::pool_state::{PoolState, Target};
 use crate::toolkit::lock;

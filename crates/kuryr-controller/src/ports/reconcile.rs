@@ -9,10 +9,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
-use kuryr_api::{finalizers, Api, KuryrPort, Resource, ResourceExt, Vif, VifType};
+use kuryr_api::{finalizers, Api, KuryrPort, KuryrPortStatus, Resource, ResourceExt, Vif, VifType};
 use kuryr_core::backoff::poll_delay;
 use kuryr_core::kuryrport::{facts, set_vif};
 use kuryr_core::neutron::PortStatus;
+use kuryr_core::vif::PodFacts;
 use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
@@ -71,64 +72,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     ctx.book.first_seen(&pod_uid);
     let mut st = ctx.book.status_of(kp);
     if st.vifs.is_empty() {
-        let vif_type = allocate::vif_type(ctx, kp)?;
-        let project = crate::projects::recorded(ctx, kp.spec.project_id.as_deref());
-        let sgs = allocate::pod_security_groups(ctx, kp, project).await?;
-        let pod = facts(kp, project, sgs)?;
-        let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
-        let vif = vif?;
-        // A pool port stays out of the loose-port scan's reach until the status names it or it went back.
-        let _lent = pool::Lent::new(ctx, &vif.port_id);
-        ctx.metrics.calls_per_op("wire", calls);
-        // A port of its own: earlier attempts cut short may have left others tagged for this pod.
-        if !pool::is_pool_port(ctx, &vif.port_id) {
-            let trunk = vif.trunk_id.as_deref();
-            if let Err(e) = podport::delete_duplicates(ctx, &kp.spec.pod_uid, &vif.port_id, trunk).await {
-                allocate::undo(ctx, &vif, &kp.spec.pod_node_name).await;
-                return Err(e);
-            }
-        }
-        let vif = settle(ctx, vif).await;
-        // Extra networks: a port of its own each; any failure gives back all made in this round.
-        let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
-        let mut extra = kp.spec.additional_networks.as_slice();
-        if !extra.is_empty() && !allocate::additional_supported(vif_type) {
-            // The pod is served on its default network; the rest is told.
-            let msg = format!(
-                "{} additional network(s) not attached: VIF type {vif_type} gives a pod one port only \
-                 (nested-vlan and neutron-vif give more)",
-                extra.len()
-            );
-            extra = &[];
-            told(ctx, kp, "AdditionalNetworksUnsupported", msg).await;
-        }
-        if vif_type == VifType::NestedMacvlan && ctx.config.dual_stack() {
-            let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
-                       address per pod on the VM's port; nested-vlan and neutron-vif give both)";
-            told(ctx, kp, "DualStackUnsupported", msg.to_owned()).await;
-        }
-        for net in extra {
-            match allocate::allocate_additional(ctx, vif_type, &pod, &net.subnet_id).await {
-                Ok(v) => made.push((net.interface.clone(), settle(ctx, v).await)),
-                Err(e) => {
-                    undo_all(ctx, &made, &kp.spec.pod_node_name).await;
-                    return Err(e);
-                }
-            }
-        }
-        for (ifname, v) in &made {
-            set_vif(&mut st, ifname, v.clone());
-        }
-        status::mark(kp, &mut st);
-        if let Err(e) = status::write(ctx, kp, &st).await {
-            // Nobody will know of the ports: give them back now rather than leak them.
-            undo_all(ctx, &made, &kp.spec.pod_node_name).await;
-            return Err(e);
-        }
-        if st.all_active() {
-            return Ok(wired(ctx, kp));
-        }
-        return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
+        return wire(kp, ctx, &pod_uid, st).await;
     }
     if st.all_active() {
         if ready_is_stale(kp, &st) {
@@ -155,6 +99,76 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         return Ok(wired(ctx, kp));
     }
     Ok(Action::requeue(next_poll(ctx, &pod_uid)))
+}
+
+/// The pod's first ports: allocated, settled and named in the status. Whatever fails once a port was made
+/// gives back every port made in this round: here, the one rollback of the wiring.
+async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, pod_uid: &Uid, mut st: KuryrPortStatus) -> Result<Action> {
+    let vif_type = allocate::vif_type(ctx, kp)?;
+    let project = crate::projects::recorded(ctx, kp.spec.project_id.as_deref());
+    let sgs = allocate::pod_security_groups(ctx, kp, project).await?;
+    let pod = facts(kp, project, sgs)?;
+    let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
+    let vif = vif?;
+    // A pool port stays out of the loose-port scan's reach until the status names it or it went back.
+    let _lent = pool::Lent::new(ctx, &vif.port_id);
+    ctx.metrics.calls_per_op("wire", calls);
+    let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
+    if let Err(e) = record(kp, ctx, vif_type, &pod, &mut made, &mut st).await {
+        // Nobody will know of the ports: give them back now rather than leak them.
+        undo_all(ctx, &made, &kp.spec.pod_node_name).await;
+        return Err(e);
+    }
+    if st.all_active() {
+        return Ok(wired(ctx, kp));
+    }
+    Ok(Action::requeue(next_poll(ctx, pod_uid)))
+}
+
+/// After the default port: its duplicates gone, settled, the extra networks' ports, then the status that
+/// names them all. `made` holds every port made so far, for [`wire`] to give back on failure.
+async fn record(
+    kp: &KuryrPort,
+    ctx: &Arc<Context>,
+    vif_type: VifType,
+    pod: &PodFacts,
+    made: &mut Vec<(String, Vif)>,
+    st: &mut KuryrPortStatus,
+) -> Result<()> {
+    if let Some((_, vif)) = made.first_mut() {
+        // A port of its own: earlier attempts cut short may have left others tagged for this pod.
+        if !pool::is_pool_port(ctx, &vif.port_id) {
+            let trunk = vif.trunk_id.as_deref();
+            podport::delete_duplicates(ctx, &kp.spec.pod_uid, &vif.port_id, trunk).await?;
+        }
+        *vif = settle(ctx, vif.clone()).await;
+    }
+    // Extra networks: a port of its own each.
+    let mut extra = kp.spec.additional_networks.as_slice();
+    if !extra.is_empty() && !allocate::additional_supported(vif_type) {
+        // The pod is served on its default network; the rest is told.
+        let msg = format!(
+            "{} additional network(s) not attached: VIF type {vif_type} gives a pod one port only \
+             (nested-vlan and neutron-vif give more)",
+            extra.len()
+        );
+        extra = &[];
+        told(ctx, kp, "AdditionalNetworksUnsupported", msg).await;
+    }
+    if vif_type == VifType::NestedMacvlan && ctx.config.dual_stack() {
+        let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
+                   address per pod on the VM's port; nested-vlan and neutron-vif give both)";
+        told(ctx, kp, "DualStackUnsupported", msg.to_owned()).await;
+    }
+    for net in extra {
+        let v = allocate::allocate_additional(ctx, vif_type, pod, &net.subnet_id).await?;
+        made.push((net.interface.clone(), settle(ctx, v).await));
+    }
+    for (ifname, v) in made.iter() {
+        set_vif(st, ifname, v.clone());
+    }
+    status::mark(kp, st);
+    status::write(ctx, kp, st).await
 }
 
 /// The port whose status says the VIF is up (macvlan: the VM port; the pod's own port stays DOWN).
@@ -279,15 +293,7 @@ async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
 
 /// A failure becomes a Warning Event and, unless the KuryrPort is going away, `Ready=False`.
 async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
-    ctx.events
-        .publish(
-            &kp.object_ref(&()),
-            EventType::Warning,
-            err.reason(),
-            "Reconcile",
-            err.to_string(),
-        )
-        .await;
+    ctx.events.failed(&kp.object_ref(&()), err).await;
     if kp.metadata.deletion_timestamp.is_some() {
         return;
     }

@@ -13,8 +13,8 @@ use kuryr_api::KuryrLoadBalancer;
 use kuryr_core::lb::{IndexConfig, ProviderFeature, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
-use super::config::{DefaultKubernetes, ServicesConfig};
 use super::member_subnets::SubnetBook;
+use crate::config::services::{DefaultKubernetes, ServicesConfig};
 use crate::loadbalancers::observer::Observer;
 use crate::metrics::Metrics;
 use crate::scope::Selection;
@@ -111,7 +111,7 @@ impl LbContext {
     /// Whether the Service (and KuryrLoadBalancer) `ns/name` is this controller's: its namespace is selected,
     /// or it is `default/kubernetes` and `--lb-default-kubernetes` says what to do with it whatever the
     /// selector (`always` serves it, `never` releases it).
-    pub async fn serves(&self, ns: &str, name: &str) -> crate::Result<bool> {
+    pub async fn serves(&self, ns: &str, name: &str) -> crate::errors::Result<bool> {
         if ns == "default"
             && name == "kubernetes"
             && self.config.default_kubernetes != DefaultKubernetes::Auto

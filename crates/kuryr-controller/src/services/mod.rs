@@ -1,8 +1,13 @@
 //! Services on Octavia: the Service front end ([`frontend`]) writes one KuryrLoadBalancer per Service from
 //! the Service and its endpoints; the KuryrLoadBalancer controller ([`crate::loadbalancers`]) makes Octavia
 //! match it. Both run from [`run`] when `--service-subnet` is set. See docs/services.md.
+//!
+//! The third import of the crate that runs back up the layers starts here: `services/` uses
+//! `loadbalancers/` ([`run`] wires the KuryrLoadBalancer controller and its observer beside the Service
+//! front end, and [`LbContext`] holds the `Observer` whose ticks wake it), while the KuryrLoadBalancer
+//! controller takes its context from here. The settings live in [`crate::config::services`].
 
-pub mod config;
+pub use crate::config::services as config;
 pub mod context;
 pub mod frontend;
 pub mod member_subnets;
@@ -171,7 +176,7 @@ async fn serve(
     klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
     let span =
         |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
-    let observe = loadbalancers::observer::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));
+    let observe = loadbalancers::ticks::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));
     let klb_run = run_controller(
         klb_controller,
         loadbalancers::reconcile,

@@ -4,6 +4,8 @@
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kuryr_api::ObjectReference;
 
+use crate::errors::Error;
+
 /// Name under which Events are reported.
 pub const REPORTER: &str = "kuryr-controller";
 
@@ -41,5 +43,18 @@ impl Events {
                 "cannot publish Event"
             );
         }
+    }
+
+    /// A failed reconcile of `obj`, the one way every controller tells it: a Warning Event with the error's
+    /// reason, or a Normal one for a wait (an error with a retry time of its own: a network still draining its
+    /// ports, a load balancer create that may still land), which is no failure.
+    pub async fn failed(&self, obj: &ObjectReference, err: &Error) {
+        let type_ = if err.retry_after().is_some() {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        self.publish(obj, type_, err.reason(), "Reconcile", err.to_string())
+            .await;
     }
 }

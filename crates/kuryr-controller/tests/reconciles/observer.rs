@@ -13,7 +13,7 @@ use kube::runtime::watcher;
 use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_api::{KuryrLoadBalancer, Service};
 use kuryr_cloudsim::Profile;
-use kuryr_controller::loadbalancers::{self, observer};
+use kuryr_controller::loadbalancers::{self, ticks};
 use kuryr_controller::services::frontend;
 use kuryr_core::lb::WakeReason;
 use kuryr_openstack::octavia::{listeners, members};
@@ -78,7 +78,7 @@ async fn waiting_load_balancers_cost_a_few_list_calls_per_tick_not_a_read_each()
     let cloud = TestCloud::start().await;
     let mut lb = lb_harness_with(&cloud, |_| {}).await;
     // The observer's first listing: reconciles leave waiting to it from now on.
-    observer::tick(&lb.ctx).await.unwrap();
+    ticks::tick(&lb.ctx).await.unwrap();
     // Load balancers take time to provision (cloudsim's provider timings, scaled down).
     cloud.sim.set_profile(Profile {
         time_scale: 0.05,
@@ -99,7 +99,7 @@ async fn waiting_load_balancers_cost_a_few_list_calls_per_tick_not_a_read_each()
     while woken.len() < N {
         assert!(ticks < 2000, "not every load balancer settled: {woken:?}");
         cloud.sim.clear_calls();
-        let wakes = observer::tick(&lb.ctx).await.unwrap();
+        let wakes = ticks::tick(&lb.ctx).await.unwrap();
         ticks += 1;
         let lists = cloud.sim.calls_matching("octavia.*").len();
         assert_eq!(lists, LISTS_PER_TICK, "tick {ticks}: {:?}", cloud.sim.calls());
@@ -122,7 +122,7 @@ async fn waiting_load_balancers_cost_a_few_list_calls_per_tick_not_a_read_each()
     assert_eq!(cloud.calls("octavia.loadbalancers.status"), N);
     // Settled, nothing changed: a tick wakes nobody and reads nothing per load balancer.
     cloud.sim.clear_calls();
-    assert!(observer::tick(&lb.ctx).await.unwrap().is_empty());
+    assert!(ticks::tick(&lb.ctx).await.unwrap().is_empty());
     assert_eq!(cloud.sim.calls_matching("octavia.*").len(), LISTS_PER_TICK);
 }
 
@@ -139,7 +139,7 @@ async fn with_observer_running(
     })
     .await;
     let wakes = lb.ctx.observer.wakes();
-    tokio::spawn(observer::run(lb.ctx.clone(), std::future::pending()));
+    tokio::spawn(ticks::run(lb.ctx.clone(), std::future::pending()));
     (lb, wakes)
 }
 
@@ -229,7 +229,7 @@ async fn a_wait_begun_during_an_idle_sleep_is_looked_at_at_once() {
 async fn idle_reads_per_minute(n: usize) -> usize {
     let cloud = TestCloud::start().await;
     let mut lb = lb_harness_with(&cloud, |_| {}).await;
-    observer::tick(&lb.ctx).await.unwrap();
+    ticks::tick(&lb.ctx).await.unwrap();
     for i in 0..n {
         let name = format!("svc{i}");
         let ip = format!("10.96.{}.{}", 1 + i / 250, 1 + i % 250);
@@ -237,17 +237,17 @@ async fn idle_reads_per_minute(n: usize) -> usize {
         // As the controller runs it: a round, then whenever a listing wakes it.
         let mut k = round(&mut lb, &name).await;
         while !ready(&k) {
-            observer::tick(&lb.ctx).await.unwrap();
+            ticks::tick(&lb.ctx).await.unwrap();
             k = round(&mut lb, &name).await;
         }
     }
     // The listing that sees them all settled.
-    observer::tick(&lb.ctx).await.unwrap();
+    ticks::tick(&lb.ctx).await.unwrap();
     cloud.sim.clear_calls();
     let interval = lb.ctx.config.drift_interval;
     let ticks = (Duration::from_secs(60).as_millis() / interval.as_millis().max(1)) as usize;
     for _ in 0..ticks {
-        assert!(observer::tick(&lb.ctx).await.unwrap().is_empty());
+        assert!(ticks::tick(&lb.ctx).await.unwrap().is_empty());
         // Every KuryrLoadBalancer reconciled again (a resync): none is due, none reads.
         for i in 0..n {
             round(&mut lb, &format!("svc{i}")).await;

@@ -89,6 +89,7 @@ impl NeutronFeatures {
             Ok(())
         } else {
             Err(Error::Unsupported {
+                service: Service::Network,
                 op,
                 feature: format!("Neutron extension {alias}"),
             })

@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};
@@ -27,6 +27,8 @@ pub struct FloatingIp {
     pub created_at: String,
 }
 
+taggable!(FloatingIp);
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateFloatingIp {
     pub floating_network_id: String,
@@ -45,20 +47,14 @@ pub struct CreateFloatingIp {
 }
 
 pub async fn create(cloud: &Cloud, req: &CreateFloatingIp, tags: &[String]) -> Result<FloatingIp> {
-    let mut f: FloatingIp = cloud
-        .send_one(
-            Service::Network,
-            "neutron.floatingips.create",
-            Method::POST,
-            "floatingips".into(),
-            "floatingip",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        f.tags = tag_or_delete(cloud, Resource::FloatingIps, &f.id, tags).await?;
-    }
-    Ok(f)
+    create_tagged(
+        cloud,
+        Resource::FloatingIps,
+        "neutron.floatingips.create",
+        req,
+        tags,
+    )
+    .await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<FloatingIp> {

@@ -11,7 +11,7 @@ pub mod routers;
 pub mod security_groups;
 pub mod subnetpools;
 pub mod subnets;
-pub mod tags;
+pub mod tagging;
 pub mod trunks;
 
 pub use extensions::NeutronFeatures;

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;
@@ -30,6 +30,8 @@ pub struct Network {
     pub created_at: String,
     pub revision_number: u64,
 }
+
+taggable!(Network);
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateNetwork {
@@ -63,20 +65,7 @@ impl CreateNetwork {
 
 /// Creates a network and tags it (deleting it again if tagging fails).
 pub async fn create(cloud: &Cloud, req: &CreateNetwork, tags: &[String]) -> Result<Network> {
-    let mut net: Network = cloud
-        .send_one(
-            Service::Network,
-            "neutron.networks.create",
-            Method::POST,
-            "networks".into(),
-            "network",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        net.tags = tag_or_delete(cloud, Resource::Networks, &net.id, tags).await?;
-    }
-    Ok(net)
+    create_tagged(cloud, Resource::Networks, "neutron.networks.create", req, tags).await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Network> {

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::trunks::SubPort;
 use super::Filter;
 use crate::batch::ReadBatcher;
@@ -83,6 +83,8 @@ pub struct Port {
     pub created_at: String,
     pub updated_at: String,
 }
+
+taggable!(Port);
 
 impl Port {
     /// First IPv4 (or any) address.
@@ -174,7 +176,7 @@ pub struct UpdatePort {
 /// Splits tags out of the requests when the cloud would drop or refuse them in the body.
 async fn prepare(cloud: &Cloud, reqs: &[CreatePort]) -> Result<(Vec<CreatePort>, Option<Vec<Vec<String>>>)> {
     for t in reqs.iter().flat_map(|r| r.tags.iter()) {
-        crate::tags::validate(t)?;
+        crate::ownership::validate(t)?;
     }
     let any_tags = reqs.iter().any(|r| !r.tags.is_empty());
     if !any_tags || cloud.neutron_features().await?.tag_ports_during_bulk_creation() {
@@ -199,7 +201,7 @@ async fn tag_after(cloud: &Cloud, ports: &mut [Port], tags: Vec<Vec<String>>) ->
         ports
             .iter()
             .zip(tags.iter())
-            .map(|(p, t)| super::tags::replace(cloud, Resource::Ports, &p.id, t)),
+            .map(|(p, t)| super::tagging::replace(cloud, Resource::Ports, &p.id, t)),
     )
     .await;
     let mut first_err = None;
@@ -234,13 +236,8 @@ pub async fn create(cloud: &Cloud, req: &CreatePort) -> Result<Port> {
     } else {
         "neutron.ports.create"
     };
-    let mut port: Port = cloud
-        .send_one(Service::Network, op, Method::POST, "ports".into(), "port", &body)
-        .await?;
-    if let Some(tags) = later.and_then(|mut t| t.pop()) {
-        port.tags = tag_or_delete(cloud, Resource::Ports, &port.id, &tags).await?;
-    }
-    Ok(port)
+    let tags = later.and_then(|mut t| t.pop()).unwrap_or_default();
+    create_tagged(cloud, Resource::Ports, op, &body, &tags).await
 }
 
 /// `POST /ports {"ports": [...]}`: all ports or none. Neutron rolls a failed bulk back; a body over the

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::client::Request;
 use crate::errors::{Result, Service};
@@ -31,6 +31,8 @@ pub struct Router {
     pub external_gateway_info: Option<GatewayInfo>,
     pub tags: Vec<String>,
 }
+
+taggable!(Router);
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateRouter {
@@ -68,20 +70,7 @@ impl Interface {
 }
 
 pub async fn create(cloud: &Cloud, req: &CreateRouter, tags: &[String]) -> Result<Router> {
-    let mut r: Router = cloud
-        .send_one(
-            Service::Network,
-            "neutron.routers.create",
-            Method::POST,
-            "routers".into(),
-            "router",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        r.tags = tag_or_delete(cloud, Resource::Routers, &r.id, tags).await?;
-    }
-    Ok(r)
+    create_tagged(cloud, Resource::Routers, "neutron.routers.create", req, tags).await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Router> {

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;
@@ -38,6 +38,8 @@ pub struct SecurityGroup {
     pub created_at: String,
     pub revision_number: u64,
 }
+
+taggable!(SecurityGroup);
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateSecurityGroup {
@@ -113,20 +115,14 @@ impl CreateRule {
 
 /// Creates a group (Neutron adds its two default egress rules) and tags it.
 pub async fn create(cloud: &Cloud, req: &CreateSecurityGroup, tags: &[String]) -> Result<SecurityGroup> {
-    let mut sg: SecurityGroup = cloud
-        .send_one(
-            Service::Network,
-            "neutron.security_groups.create",
-            Method::POST,
-            "security-groups".into(),
-            "security_group",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        sg.tags = tag_or_delete(cloud, Resource::SecurityGroups, &sg.id, tags).await?;
-    }
-    Ok(sg)
+    create_tagged(
+        cloud,
+        Resource::SecurityGroups,
+        "neutron.security_groups.create",
+        req,
+        tags,
+    )
+    .await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<SecurityGroup> {

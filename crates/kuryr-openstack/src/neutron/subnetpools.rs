@@ -1,9 +1,8 @@
 //! Subnet pools (the namespace subnet driver carves each namespace's subnet out of one).
 
-use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;
@@ -26,6 +25,8 @@ pub struct SubnetPool {
     pub shared: bool,
     pub tags: Vec<String>,
 }
+
+taggable!(SubnetPool);
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateSubnetPool {
@@ -58,20 +59,14 @@ fn prefixlen<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Opti
 }
 
 pub async fn create(cloud: &Cloud, req: &CreateSubnetPool, tags: &[String]) -> Result<SubnetPool> {
-    let mut p: SubnetPool = cloud
-        .send_one(
-            Service::Network,
-            "neutron.subnetpools.create",
-            Method::POST,
-            "subnetpools".into(),
-            "subnetpool",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        p.tags = tag_or_delete(cloud, Resource::SubnetPools, &p.id, tags).await?;
-    }
-    Ok(p)
+    create_tagged(
+        cloud,
+        Resource::SubnetPools,
+        "neutron.subnetpools.create",
+        req,
+        tags,
+    )
+    .await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<SubnetPool> {

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::errors::{Result, Service};
 use crate::Cloud;
@@ -34,6 +34,8 @@ pub struct Subnet {
     pub created_at: String,
     pub revision_number: u64,
 }
+
+taggable!(Subnet);
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateSubnet {
@@ -73,20 +75,7 @@ impl CreateSubnet {
 }
 
 pub async fn create(cloud: &Cloud, req: &CreateSubnet, tags: &[String]) -> Result<Subnet> {
-    let mut s: Subnet = cloud
-        .send_one(
-            Service::Network,
-            "neutron.subnets.create",
-            Method::POST,
-            "subnets".into(),
-            "subnet",
-            req,
-        )
-        .await?;
-    if !tags.is_empty() {
-        s.tags = tag_or_delete(cloud, Resource::Subnets, &s.id, tags).await?;
-    }
-    Ok(s)
+    create_tagged(cloud, Resource::Subnets, "neutron.subnets.create", req, tags).await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Subnet> {

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::tags::{tag_or_delete, Resource};
+use super::tagging::{create_tagged, taggable, Resource};
 use super::Filter;
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};
@@ -43,6 +43,8 @@ pub struct Trunk {
     pub revision_number: u64,
 }
 
+taggable!(Trunk);
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CreateTrunk {
     pub port_id: String,
@@ -63,13 +65,7 @@ async fn require_trunk(cloud: &Cloud, op: &'static str) -> Result<()> {
 pub async fn create(cloud: &Cloud, req: &CreateTrunk, tags: &[String]) -> Result<Trunk> {
     let op = "neutron.trunks.create";
     require_trunk(cloud, op).await?;
-    let mut t: Trunk = cloud
-        .send_one(Service::Network, op, Method::POST, "trunks".into(), "trunk", req)
-        .await?;
-    if !tags.is_empty() {
-        t.tags = tag_or_delete(cloud, Resource::Trunks, &t.id, tags).await?;
-    }
-    Ok(t)
+    create_tagged(cloud, Resource::Trunks, op, req, tags).await
 }
 
 pub async fn get(cloud: &Cloud, id: &str) -> Result<Trunk> {

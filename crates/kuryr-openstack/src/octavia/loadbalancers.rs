@@ -145,7 +145,7 @@ pub async fn create(cloud: &Cloud, req: &CreateLoadBalancer) -> Result<LoadBalan
 pub async fn create_graph(cloud: &Cloud, req: &CreateLoadBalancer) -> Result<(LoadBalancer, Graph)> {
     let op = "octavia.loadbalancers.create";
     for t in req.tags.iter() {
-        crate::tags::validate(t)?;
+        crate::ownership::validate(t)?;
     }
     cloud.octavia_features().await?.check_loadbalancer(op, req)?;
     let v: Value = cloud

@@ -141,6 +141,7 @@ pub async fn batch_add(cloud: &Cloud, pool_id: &str, members: &[CreateMember]) -
     let op = "octavia.members.batch_add";
     if !cloud.octavia_features().await?.additive_member_batch() {
         return Err(crate::Error::Unsupported {
+            service: Service::LoadBalancer,
             op,
             feature: "additive_only member batch updates (Octavia API 2.11)".into(),
         });

@@ -2,6 +2,7 @@
 //! in one POST), members replaced in one batch call, status trees, providers and API version gates.
 
 pub mod cluster;
+pub mod features;
 pub mod healthmonitors;
 pub mod listeners;
 pub mod loadbalancers;
@@ -13,7 +14,7 @@ pub mod status;
 pub mod versions;
 
 pub use crate::neutron::IdRef;
-pub use versions::OctaviaFeatures;
+pub use features::OctaviaFeatures;
 
 /// Octavia's provisioning states.
 pub mod provisioning {

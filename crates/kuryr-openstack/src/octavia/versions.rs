@@ -7,21 +7,14 @@ use std::collections::BTreeSet;
 use reqwest::header::ACCEPT;
 use serde::Deserialize;
 
+pub use super::features::{
+    ApiVersion, OctaviaFeatures, ADDITIVE_MEMBERS, ALLOWED_CIDRS, PROVIDERS, SAME_PORT_DIFFERENT_PROTOCOL,
+    SCTP, TAGS, UDP,
+};
 use super::listeners::CreateListener;
 use super::loadbalancers::CreateLoadBalancer;
 use crate::errors::{Error, Result, Service};
 use crate::Cloud;
-
-/// `(major, minor)`.
-pub type ApiVersion = (u32, u32);
-
-pub const UDP: ApiVersion = (2, 1);
-pub const TAGS: ApiVersion = (2, 5);
-pub const PROVIDERS: ApiVersion = (2, 6);
-pub const ADDITIVE_MEMBERS: ApiVersion = (2, 11);
-pub const ALLOWED_CIDRS: ApiVersion = (2, 12);
-pub const SAME_PORT_DIFFERENT_PROTOCOL: ApiVersion = (2, 13);
-pub const SCTP: ApiVersion = (2, 23);
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -45,61 +38,7 @@ pub fn max_version(versions: &[Version]) -> Option<ApiVersion> {
         .max()
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OctaviaFeatures {
-    pub version: ApiVersion,
-    /// Enabled providers (empty if the API predates the providers list).
-    pub providers: BTreeSet<String>,
-}
-
 impl OctaviaFeatures {
-    pub fn at_least(&self, v: ApiVersion) -> bool {
-        self.version >= v
-    }
-
-    pub fn udp(&self) -> bool {
-        self.at_least(UDP)
-    }
-
-    pub fn sctp(&self) -> bool {
-        self.at_least(SCTP)
-    }
-
-    pub fn tags(&self) -> bool {
-        self.at_least(TAGS)
-    }
-
-    /// `additive_only` on member batch updates.
-    pub fn additive_member_batch(&self) -> bool {
-        self.at_least(ADDITIVE_MEMBERS)
-    }
-
-    pub fn allowed_cidrs(&self) -> bool {
-        self.at_least(ALLOWED_CIDRS)
-    }
-
-    pub fn same_port_different_protocol(&self) -> bool {
-        self.at_least(SAME_PORT_DIFFERENT_PROTOCOL)
-    }
-
-    pub fn has_provider(&self, name: &str) -> bool {
-        self.providers.contains(name)
-    }
-
-    fn gate(&self, op: &'static str, ok: bool, what: &str, v: ApiVersion) -> Result<()> {
-        if ok {
-            Ok(())
-        } else {
-            Err(Error::Unsupported {
-                op,
-                feature: format!(
-                    "{what} (Octavia API {}.{} needed, cloud has {}.{})",
-                    v.0, v.1, self.version.0, self.version.1
-                ),
-            })
-        }
-    }
-
     /// Refuses, before any call, a listener this Octavia cannot take.
     pub fn check_listener(&self, op: &'static str, l: &CreateListener) -> Result<()> {
         match l.protocol.as_str() {
@@ -125,6 +64,7 @@ impl OctaviaFeatures {
         if let Some(p) = &lb.provider {
             if !self.providers.is_empty() && !self.has_provider(p) {
                 return Err(Error::Unsupported {
+                    service: Service::LoadBalancer,
                     op,
                     feature: format!("Octavia provider {p:?}"),
                 });
@@ -197,7 +137,14 @@ pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
     Ok(doc.versions)
 }
 
-pub(crate) async fn discover(cloud: &Cloud) -> Result<OctaviaFeatures> {
+impl Cloud {
+    /// Octavia API version and providers, discovered once per handle.
+    pub async fn octavia_features(&self) -> Result<&OctaviaFeatures> {
+        self.octavia_cache().get_or_try_init(|| discover(self)).await
+    }
+}
+
+async fn discover(cloud: &Cloud) -> Result<OctaviaFeatures> {
     let version = max_version(&get(cloud).await?).unwrap_or((2, 0));
     let providers = if version >= PROVIDERS {
         super::providers::list(cloud)

@@ -9,7 +9,7 @@ use kuryr_api::owners::live_uids;
 use kuryr_api::{Api, Client, KuryrLoadBalancer, KuryrPort, ListParams, Pod, ResourceExt, Service};
 use kuryr_openstack::neutron::{ports, trunks, Filter};
 use kuryr_openstack::octavia::{loadbalancers, members};
-use kuryr_openstack::tagged::{self, TaggedResource};
+use kuryr_openstack::owned::{self, TaggedResource};
 use kuryr_openstack::{Cloud, Owner};
 
 use super::invariants::{
@@ -64,7 +64,7 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         }
         snap.lbs.push(view);
     }
-    snap.other_tagged = tagged::list(s.cloud, s.cluster_id, s.project_id)
+    snap.other_tagged = owned::list(s.cloud, s.cluster_id, s.project_id)
         .await?
         .into_iter()
         .filter(|o| !matches!(o.resource, TaggedResource::Port | TaggedResource::LoadBalancer))

@@ -1,5 +1,10 @@
 //! What the controller is told to do, independent of how it was told (flags in [`crate::args`], or a test
-//! building it directly).
+//! building it directly): the pod side's settings here, each feature's in a file of its own. Settings only,
+//! so every module may read them: nothing here imports the code that carries them out.
+
+pub mod networks;
+pub mod policies;
+pub mod services;
 
 use kuryr_core::policy::Family;
 use std::time::Duration;
@@ -50,11 +55,11 @@ pub struct Config {
     /// and NetworkPolicy controllers (tests, or several clusters sharing one API server).
     pub namespace_selector: Option<String>,
     /// Which subnet pods take their IP from, and how namespace networks are made.
-    pub networks: crate::networks::NetworksConfig,
+    pub networks: networks::NetworksConfig,
     /// NetworkPolicy enforcement (off unless enabled).
-    pub policy: crate::policies::PolicyConfig,
+    pub policy: policies::PolicyConfig,
     /// Services → Octavia; `None` leaves Services alone (no `--service-subnet`).
-    pub services: Option<crate::services::config::ServicesConfig>,
+    pub services: Option<services::ServicesConfig>,
 }
 
 impl Config {
@@ -62,8 +67,8 @@ impl Config {
     /// pool (namespace mode).
     pub fn dual_stack(&self) -> bool {
         match self.networks.mode {
-            crate::networks::SubnetMode::Default => self.secondary_pod_subnet_id.is_some(),
-            crate::networks::SubnetMode::Namespace => self.networks.secondary_subnet_pool_id.is_some(),
+            networks::SubnetMode::Default => self.secondary_pod_subnet_id.is_some(),
+            networks::SubnetMode::Namespace => self.networks.secondary_subnet_pool_id.is_some(),
         }
     }
 
@@ -71,8 +76,8 @@ impl Config {
     /// `pod_subnet_id`); namespace subnets are IPv4, plus IPv6 with a secondary subnet pool.
     pub fn pod_families(&self, primary: Family) -> Vec<Family> {
         let first = match self.networks.mode {
-            crate::networks::SubnetMode::Default => primary,
-            crate::networks::SubnetMode::Namespace => Family::V4,
+            networks::SubnetMode::Default => primary,
+            networks::SubnetMode::Namespace => Family::V4,
         };
         match (self.dual_stack(), first) {
             (false, f) => vec![f],
@@ -102,8 +107,8 @@ impl Config {
             active_poll_min: Duration::from_millis(100),
             active_poll_max: Duration::from_secs(5),
             namespace_selector: None,
-            networks: crate::networks::NetworksConfig::default(),
-            policy: crate::policies::PolicyConfig::default(),
+            networks: networks::NetworksConfig::default(),
+            policy: policies::PolicyConfig::default(),
             services: None,
         }
     }
@@ -112,7 +117,7 @@ impl Config {
 #[cfg(test)]
 mod families_tests {
     use super::*;
-    use crate::networks::SubnetMode;
+    use networks::SubnetMode;
 
     #[test]
     fn pods_are_dual_stack_by_the_secondary_subnet_or_in_namespace_mode_by_the_secondary_pool() {

@@ -3,7 +3,8 @@
 //! `tag-ports-during-bulk-creation`, so creates here are followed by a tag call.
 
 use reqwest::Method;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::client::Request;
@@ -36,6 +37,67 @@ impl Resource {
             Resource::Trunks => "trunks",
         }
     }
+
+    /// The key one object of the collection is sent and answered under.
+    pub fn member(self) -> &'static str {
+        match self {
+            Resource::Networks => "network",
+            Resource::Subnets => "subnet",
+            Resource::SubnetPools => "subnetpool",
+            Resource::Ports => "port",
+            Resource::Routers => "router",
+            Resource::SecurityGroups => "security_group",
+            Resource::FloatingIps => "floatingip",
+            Resource::Trunks => "trunk",
+        }
+    }
+}
+
+/// A Neutron object that takes its tags after its create (see [`create_tagged`]).
+pub(crate) trait Taggable {
+    fn id(&self) -> &str;
+    fn set_tags(&mut self, tags: Vec<String>);
+}
+
+/// `impl Taggable` for wire types with `id` and `tags` fields.
+macro_rules! taggable {
+    ($($t:ty),+) => {
+        $(impl $crate::neutron::tagging::Taggable for $t {
+            fn id(&self) -> &str {
+                &self.id
+            }
+            fn set_tags(&mut self, tags: Vec<String>) {
+                self.tags = tags;
+            }
+        })+
+    };
+}
+pub(crate) use taggable;
+
+/// `POST /{collection}` with `req`, then the tags: the one create of every taggable object. Nothing is left
+/// untagged: when tagging fails the object is deleted again ([`tag_or_delete`]).
+pub(crate) async fn create_tagged<B: Serialize, T: DeserializeOwned + Taggable>(
+    cloud: &Cloud,
+    res: Resource,
+    op: &'static str,
+    req: &B,
+    tags: &[String],
+) -> Result<T> {
+    let mut made: T = cloud
+        .send_one(
+            Service::Network,
+            op,
+            Method::POST,
+            res.collection().into(),
+            res.member(),
+            req,
+        )
+        .await?;
+    if !tags.is_empty() {
+        let tags = tag_or_delete(cloud, res, made.id(), tags).await?;
+        made.set_tags(tags);
+    }
+    Ok(made)
 }
 
 #[derive(Deserialize, Default)]
@@ -47,7 +109,7 @@ struct Tags {
 /// `PUT /{collection}/{id}/tags`: the object's tags become exactly `tags`.
 pub async fn replace(cloud: &Cloud, res: Resource, id: &str, tags: &[String]) -> Result<Vec<String>> {
     for t in tags {
-        crate::tags::validate(t)?;
+        crate::ownership::validate(t)?;
     }
     let op = "neutron.tags.replace";
     let resp = cloud
@@ -79,7 +141,7 @@ pub async fn get(cloud: &Cloud, res: Resource, id: &str) -> Result<Vec<String>> 
 
 /// `PUT /{collection}/{id}/tags/{tag}`.
 pub async fn add(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()> {
-    crate::tags::validate(tag)?;
+    crate::ownership::validate(tag)?;
     cloud
         .execute(Request::new(
             Service::Network,
@@ -93,7 +155,7 @@ pub async fn add(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()
 
 /// `DELETE /{collection}/{id}/tags/{tag}`; a missing tag is fine.
 pub async fn remove(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result<()> {
-    crate::tags::validate(tag)?;
+    crate::ownership::validate(tag)?;
     cloud
         .delete_path(
             Service::Network,
@@ -106,12 +168,7 @@ pub async fn remove(cloud: &Cloud, res: Resource, id: &str, tag: &str) -> Result
 
 /// Tags a just-created object; if that fails the object is deleted again, so nothing untagged (and so
 /// invisible to garbage collection) is left behind.
-pub(crate) async fn tag_or_delete(
-    cloud: &Cloud,
-    res: Resource,
-    id: &str,
-    tags: &[String],
-) -> Result<Vec<String>> {
+async fn tag_or_delete(cloud: &Cloud, res: Resource, id: &str, tags: &[String]) -> Result<Vec<String>> {
     if tags.is_empty() {
         return Ok(Vec::new());
     }

@@ -1,6 +1,6 @@
 //! Everything one cluster owns on the cloud, found by its ownership tag `kuryr.cluster=<id>`: ports (incl.
 //! trunk subports), security groups, networks, subnets, floating IPs and load balancers, each with the owner
-//! its tags name. What the garbage collector and `kuryrctl gc --dry-run` look at. Any failed list is an error:
+//! its tags name. What the garbage collector and `kuryrctl gc` look at. Any failed list is an error:
 //! a partial view would make owned objects look missing.
 
 use std::time::Duration;
