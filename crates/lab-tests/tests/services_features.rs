@@ -1,5 +1,5 @@
 //! Service features end to end, on cloudsim and on the lab's real Octavia: TCP and UDP on one port plus
-//! SCTP, sessionAffinity (SOURCE_IP persistence; on ovn for its 360 s, with an Event), type=LoadBalancer with a
+//! SCTP, sessionAffinity (SOURCE_IP persistence; on ovn with an Event: the provider applies none to TCP pools), type=LoadBalancer with a
 //! floating IP on the VIP, not-ready endpoints (and publishNotReadyAddresses), a selector-less Service with
 //! manual Endpoints, and a listener timeout annotation change; plus the feature gates of an old Octavia
 //! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served); and two
@@ -346,8 +346,8 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
         "[{kind}] listeners {protos:?}"
     );
 
-    // sessionAffinity: SOURCE_IP persistence on both; on ovn for the provider's 360 s, said by an Event
-    // and Supported=False.
+    // sessionAffinity: SOURCE_IP persistence on both; on ovn, where the provider sets no OVN affinity for a
+    // TCP pool (Octavia takes no timeout for one), an Event and Supported=False say so.
     let k = h
         .wait_klb("affinity", "2 members", |k| shape(k) == (1, 1, 2))
         .await?;
@@ -365,12 +365,12 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     );
     if ovn {
         ensure!(
-            supported(&k) == Some(("False".into(), "SessionAffinityTimeout".into())),
+            supported(&k) == Some(("False".into(), "SessionAffinityUnsupported".into())),
             "{:?}",
             supported(&k)
         );
         ensure!(
-            !h.events("SessionAffinityTimeout").await?.is_empty(),
+            !h.events("SessionAffinityUnsupported").await?.is_empty(),
             "Event on ovn"
         );
     } else {

@@ -579,8 +579,9 @@ async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so
     );
 }
 
-/// sessionAffinity: ClientIP on the ovn provider: SOURCE_IP persistence (OVN's affinity, 360 s), said in an
-/// Event; an ovn provider that refuses it is learnt from its refusal and the Service is served without.
+/// sessionAffinity: ClientIP on the ovn provider: SOURCE_IP persistence asked, and an Event saying the provider
+/// applies none to TCP pools; an ovn provider that refuses it is learnt from its refusal and the Service is
+/// served without.
 #[tokio::test]
 async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_refuses_it() {
     for refuses in [false, true] {
@@ -629,7 +630,7 @@ async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_
             let kind = pool.session_persistence.map(|p| p.kind);
             assert_eq!(kind.as_deref(), Some("SOURCE_IP"));
             assert!(
-                reasons.contains(&"SessionAffinityTimeout".to_owned()),
+                reasons.contains(&"SessionAffinityUnsupported".to_owned()),
                 "{reasons:?}"
             );
         }

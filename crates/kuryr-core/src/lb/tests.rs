@@ -305,9 +305,9 @@ fn session_affinity_is_source_ip_persistence_and_an_event_where_ovn_differs_or_r
         &caps("ovn", (2, 30)),
         &MemberSubnets::default(),
     );
-    // The ovn provider pins by source IP too (OVN's affinity_timeout), for its own 360 s.
-    assert_eq!(problems[0].reason, "SessionAffinityTimeout");
-    assert!(problems[0].message.contains("360 s"), "{problems:?}");
+    // Asked of the ovn provider too, said to be without effect there (no timeout for TCP pools).
+    assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
+    assert!(problems[0].message.contains("TCP pools"), "{problems:?}");
     let pool = &lb.listeners.values().next().unwrap().pool;
     assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
     assert_eq!(pool.lb_algorithm, "SOURCE_IP_PORT");
