@@ -98,6 +98,14 @@ cmd_up() {
     mkdir -p "$d/log"
     port=$(ensure ports "$node" "{\"name\":\"$node\",\"network_id\":\"$pod_net\",\"project_id\":\"$PROJECT_ID\",\"binding:host_id\":\"$CHASSIS\",\"device_owner\":\"compute:nova\",\"device_id\":\"$node\",\"fixed_ips\":[{\"subnet_id\":\"$pod_subnet\",\"ip_address\":\"$ip\"}]}")
     [ -n "$port" ] && [ "$port" != null ] || die "vm nodes: cannot create port $node"
+    # The workers' group beside `default`, as the namespace VMs' ports have it: the API server (its port is
+    # not in `default`) reaches the kubelet for logs and exec through its egress proxy.
+    local nsg dsg; nsg=$(jq -r .nodes_security_group_id "$S/lab.json")
+    if ! api GET "$N/ports/$port" | jq -e --arg g "$nsg" '.port.security_groups | index($g)' >/dev/null; then
+      dsg=$(api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id')
+      api PUT "$N/ports/$port" "{\"port\":{\"security_groups\":[\"$dsg\",\"$nsg\"]}}" >/dev/null \
+        || die "vm nodes: cannot give port $node the workers' security group"
+    fi
     mac=$(api GET "$N/ports/$port" | jq -r .port.mac_address)
     trunk=$(ensure trunks "$node-trunk" "{\"name\":\"$node-trunk\",\"port_id\":\"$port\",\"project_id\":\"$PROJECT_ID\"}")
     jq -n --arg n "$node" --arg p "$port" --arg m "$mac" --arg ip "$ip" --arg t "$trunk" --arg tap "$tap" \
