@@ -20,7 +20,6 @@ pub mod args;
 pub mod config;
 pub mod config_file;
 pub mod context;
-pub mod convert;
 pub mod errors;
 pub mod gc;
 pub mod leader;

@@ -48,7 +48,7 @@ impl NamespaceNetwork {
     pub fn core_subnets(&self) -> Vec<kuryr_core::neutron::Subnet> {
         std::iter::once(&self.subnet)
             .chain(self.secondary.as_ref())
-            .map(|s| crate::convert::subnet(s, &self.network))
+            .map(|s| kuryr_convert::subnet(s, &self.network))
             .collect()
     }
 }

@@ -11,9 +11,9 @@ use kuryr_core::{NamespaceSubnets, SubnetSelector};
 use kuryr_openstack::neutron::{networks, subnets};
 
 use crate::context::Context;
-use crate::convert;
 use crate::errors::{Error, Result};
 use crate::networks::{reconcile, SubnetMode};
+use kuryr_convert as convert;
 
 /// The subnets for `pod`'s port, per the configured [`SubnetMode`]: one, or (dual-stack) one of each IP
 /// family on one network, the primary first.

@@ -13,11 +13,11 @@ use kuryr_openstack::neutron::ports;
 use tracing::info;
 
 use crate::context::Context;
-use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::pool::{self, Target};
 use crate::ports::trunk::Parent;
 use crate::ports::{macvlan, nested_vlan, node_vif, podport};
+use kuryr_convert as convert;
 
 /// The VIF type of a KuryrPort: its spec's, else its node's ([`node_vif::of_node`]).
 pub fn vif_type(ctx: &Context, kp: &KuryrPort) -> Result<VifType> {

@@ -25,11 +25,11 @@ use kuryr_openstack::neutron::Filter;
 use tracing::{info, warn};
 
 use crate::context::Context;
-use crate::convert;
 use crate::errors::{Error, Result};
 pub use crate::ports::macvlan_state::MacvlanState;
 use crate::ports::podport;
 use crate::toolkit::lock;
+use kuryr_convert as convert;
 
 /// Read-modify-write rounds of the VM port's pairs before giving up for this reconcile.
 const PAIR_TRIES: u32 = 5;

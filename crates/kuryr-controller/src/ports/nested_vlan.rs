@@ -8,10 +8,10 @@ use kuryr_core::{NestedVlan, VifDriver};
 use tracing::{info, warn};
 
 use crate::context::Context;
-use crate::convert;
 use crate::errors::Result;
 use crate::ports::podport;
 use crate::ports::trunk::Parent;
+use kuryr_convert as convert;
 
 /// Creates the pod's port and attaches it; returns its VIF (`active: false` until Neutron says ACTIVE).
 /// Nothing is left behind on failure: the port is detached and deleted, its VLAN released.

@@ -12,8 +12,8 @@ use kuryr_openstack::Owner;
 use tracing::warn;
 
 use crate::context::Context;
-use crate::convert;
 use crate::errors::{Error, Result};
+use kuryr_convert as convert;
 
 pub fn owner(ctx: &Context, pod_uid: &str) -> Owner {
     Owner::new(&ctx.config.cluster_id, OwnerKind::KuryrPort.as_str(), pod_uid)

@@ -32,11 +32,11 @@ use tracing::{info, warn};
 
 use crate::config::networks::SubnetMode;
 use crate::context::Context;
-use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::node_vif;
 pub use crate::ports::pool_state::{PoolState, Target};
 use crate::toolkit::lock;
+use kuryr_convert as convert;
 
 /// Rounds of "take, else refill, else wait" before a pod gives up for this reconcile (others may take what a
 /// refill made; the surge sizing makes more than one round rare).

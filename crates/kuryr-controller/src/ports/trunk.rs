@@ -16,10 +16,10 @@ use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::Cloud;
 use tracing::{debug, info, warn};
 
-use crate::convert;
 use crate::errors::{Error, Result};
 use crate::ports::attach_queue::{AttachQueues, Joined, Turn, Waiter};
 use crate::toolkit::lock;
+use kuryr_convert as convert;
 
 /// `add_subports` tries per port: a 409 means another writer took the id; re-read the trunk and go again.
 const ATTACH_TRIES: u32 = 3;

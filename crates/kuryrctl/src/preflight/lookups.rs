@@ -8,9 +8,9 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::api::{Api, ListParams};
 use kuryr_api::{labels, CustomResourceDefinition, ObjectMeta};
-use kuryr_core::neutron::{FixedIp, NeutronPort};
+use kuryr_core::neutron::NeutronPort;
 use kuryr_core::parent::internal_ips;
-use kuryr_openstack::neutron::ports::{self, Port};
+use kuryr_openstack::neutron::ports;
 use kuryr_openstack::neutron::{networks, subnets, Filter};
 use kuryr_openstack::Cloud;
 
@@ -62,31 +62,10 @@ fn slim(n: &Node) -> Node {
 async fn ports_of(cloud: &Cloud, node: &Node) -> Result<Vec<NeutronPort>, String> {
     futures::stream::iter(internal_ips(node))
         .then(|ip| async move { ports::list(cloud, Filter::new().fixed_ip(ip)).await })
-        .map_ok(|found| found.iter().map(core_port).collect::<Vec<_>>())
+        .map_ok(|found| found.iter().map(kuryr_convert::port).collect::<Vec<_>>())
         .try_concat()
         .await
         .map_err(|e| e.to_string())
-}
-
-/// The fields `kuryr_core::parent` decides on (which port is the node's and whether it is a trunk parent).
-fn core_port(p: &Port) -> NeutronPort {
-    NeutronPort {
-        id: p.id.clone(),
-        name: p.name.clone(),
-        network_id: p.network_id.clone(),
-        device_owner: p.device_owner.clone(),
-        device_id: p.device_id.clone(),
-        fixed_ips: p
-            .fixed_ips
-            .iter()
-            .map(|f| FixedIp {
-                subnet_id: f.subnet_id.clone(),
-                ip_address: f.ip_address.clone(),
-            })
-            .collect(),
-        trunk_id: p.trunk_details.as_ref().map(|t| t.trunk_id.clone()),
-        ..NeutronPort::default()
-    }
 }
 
 pub async fn subnet(cloud: &Cloud, given: &Given) -> Configured<SubnetFacts> {

@@ -1,4 +1,6 @@
 //! kuryr-openstack's wire types to kuryr-core's plain values, and a core port request to a create body.
+//! A crate of its own because the controller and kuryrctl both convert ports, and neither kuryr-core (no
+//! OpenStack client) nor kuryr-openstack (no Kubernetes, no CRDs) may hold the conversion.
 
 use kuryr_core::neutron::{self as core, FixedIp, PortStatus};
 use kuryr_core::PortRequest;
