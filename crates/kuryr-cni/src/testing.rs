@@ -58,3 +58,26 @@ pub fn mk_port(ns: &str, name: &str, uid: &str, vifs: Vec<(&str, Vif)>) -> Kuryr
     });
     p
 }
+
+/// The `IFLA_LINKINFO` entries of a link request (kind and kind data), empty when it has none.
+pub fn link_info(
+    m: &rtnetlink::packet_route::link::LinkMessage,
+) -> &[rtnetlink::packet_route::link::LinkInfo] {
+    m.attributes
+        .iter()
+        .find_map(|x| match x {
+            rtnetlink::packet_route::link::LinkAttribute::LinkInfo(i) => Some(i.as_slice()),
+            _ => None,
+        })
+        .unwrap_or(&[])
+}
+
+/// The request makes a bridge-mode macvlan (nested-macvlan pods and the node's host link alike).
+pub fn is_bridge_macvlan(m: &rtnetlink::packet_route::link::LinkMessage) -> bool {
+    use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoMacVlan, LinkInfo, MacVlanMode};
+    let info = link_info(m);
+    info.contains(&LinkInfo::Kind(InfoKind::MacVlan))
+        && info.contains(&LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
+            MacVlanMode::Bridge,
+        )])))
+}

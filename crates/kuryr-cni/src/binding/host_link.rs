@@ -122,9 +122,7 @@ pub async fn remove(host: &Handle, pods: impl IntoIterator<Item = IpAddr>) -> Re
 
 #[cfg(test)]
 mod tests {
-    use rtnetlink::packet_route::link::{
-        InfoData, InfoKind, InfoMacVlan, LinkAttribute, LinkFlags, LinkInfo,
-    };
+    use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
     use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute};
 
     use super::*;
@@ -144,19 +142,7 @@ mod tests {
         assert!(a.contains(&LinkAttribute::Link(7)));
         assert!(!a.iter().any(|x| matches!(x, LinkAttribute::Address(_))));
         assert!(m.header.flags.contains(LinkFlags::Up));
-        let info = a
-            .iter()
-            .find_map(|x| match x {
-                LinkAttribute::LinkInfo(i) => Some(i),
-                _ => None,
-            })
-            .unwrap();
-        assert!(info.contains(&LinkInfo::Kind(InfoKind::MacVlan)));
-        assert!(
-            info.contains(&LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
-                MacVlanMode::Bridge
-            )])))
-        );
+        assert!(crate::testing::is_bridge_macvlan(&m));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn message(ifname: &str, parent: u32, vif: &Vif, netns_fd: RawFd) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoMacVlan, LinkAttribute, LinkInfo};
+    use rtnetlink::packet_route::link::LinkAttribute;
 
     use super::*;
     use crate::testing::mk_vif;
@@ -40,17 +40,7 @@ mod tests {
         assert!(a.contains(&LinkAttribute::Address(vec![0, 0, 0x5e, 0, 1, 0x0a])));
         assert!(a.contains(&LinkAttribute::Mtu(1400)));
         assert!(a.contains(&LinkAttribute::NetNsFd(42)));
-        let info = a.iter().find_map(|x| match x {
-            LinkAttribute::LinkInfo(i) => Some(i),
-            _ => None,
-        });
-        let info = info.unwrap();
-        assert!(info.contains(&LinkInfo::Kind(InfoKind::MacVlan)));
-        assert!(
-            info.contains(&LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
-                MacVlanMode::Bridge
-            )])))
-        );
+        assert!(crate::testing::is_bridge_macvlan(&m));
     }
 
     #[test]

@@ -47,13 +47,7 @@ mod tests {
         assert!(a.contains(&LinkAttribute::Address(vec![0xfa, 0x16, 0x3e, 0, 0, 1])));
         assert!(a.contains(&LinkAttribute::Mtu(1400)));
         assert!(a.contains(&LinkAttribute::NetNsFd(9)));
-        let info = a
-            .iter()
-            .find_map(|x| match x {
-                LinkAttribute::LinkInfo(i) => Some(i),
-                _ => None,
-            })
-            .unwrap();
+        let info = crate::testing::link_info(&m);
         assert!(info.contains(&LinkInfo::Kind(InfoKind::Vlan)));
         assert!(info.contains(&LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(3018)]))));
     }
