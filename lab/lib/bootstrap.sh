@@ -85,10 +85,7 @@ KAPI_PORT=$(ensure ports kuryr-kapi "{\"name\":\"kuryr-kapi\",\"network_id\":\"$
 plug_netns "$ns" "$hl" "$(api GET "$N/ports/$KAPI_PORT" | jq -r .port.mac_address)" "$KAPI_IP/${POD_CIDR#*/}" "$POD_GW"
 $VSCTL --may-exist add-port br-int "$hl" -- set Interface "$hl" external_ids:iface-id="$KAPI_PORT"
 mkdir -p "$S/kapi"
-running kapi-relay || start kapi-relay "$S/log/kapi-relay.log" \
-  socat "UNIX-LISTEN:$S/kapi/api.sock,fork,unlink-early" "TCP:127.0.0.1:$P_KAPI"
-running kapi-relay-ns || start kapi-relay-ns "$S/log/kapi-relay-ns.log" \
-  ip netns exec "$ns" socat "TCP-LISTEN:$P_KAPI,bind=$KAPI_IP,fork,reuseaddr" "UNIX-CONNECT:$S/kapi/api.sock"
+netns_relay kapi-relay "$ns" "$KAPI_IP" "$P_KAPI" "$S/kapi/api.sock" "$P_KAPI"
 running kapi-egress || start kapi-egress "$S/log/kapi-egress.log" \
   python3 "$LAB_DIR/lib/kapi-egress.py" --listen "$S/kapi/egress.sock" --netns "$ns" \
   --via "${LAB_UNREACHABLE4// /,},${LAB_UNREACHABLE6// /,}"
@@ -101,7 +98,7 @@ log "API server on the pod network at $KAPI_IP ($(since "$t")s)"
 # client's address reaches it unchanged: a LoadBalancer Service's floating IP answers outside clients only if
 # that group admits them. kuryr-rs does not manage VIP ports' groups (docs/services.md); the lab opens the
 # default group to its external network, as an operator of public Services on the ovn provider would.
-DEFAULT_SG=$(api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id // empty')
+DEFAULT_SG=$(default_sg)
 [ -n "$DEFAULT_SG" ] || die "bootstrap: the project has no default security group"
 if ! api GET "$N/security-group-rules?security_group_id=$DEFAULT_SG&direction=ingress&remote_ip_prefix=$EXT_CIDR" \
     | jq -e '.security_group_rules | length > 0' >/dev/null; then
@@ -124,9 +121,7 @@ for rule in "IPv4 $POD_CIDR" "IPv6 $POD_CIDR6"; do
   fi
 done
 for p in $(jq -r '.[].port_id' <<<"$VMS_JSON"); do
-  if ! api GET "$N/ports/$p" | jq -e --arg g "$NODES_SG" '.port.security_groups | index($g)' >/dev/null; then
-    api PUT "$N/ports/$p" "{\"port\":{\"security_groups\":[\"$DEFAULT_SG\",\"$NODES_SG\"]}}" >/dev/null
-  fi
+  worker_groups "$p" "$DEFAULT_SG" "$NODES_SG" || die "bootstrap: cannot give port $p the workers' security group"
 done
 
 # A host outside the cluster, on the external network (br-ex, physnet1): what reaches a LoadBalancer Service's

@@ -228,6 +228,14 @@ start() {
   starttime $! >"$(pidfile "$name").start"
 }
 
+# netns_relay NAME NS ADDR PORT SOCK TARGET_PORT: TCP ADDR:PORT inside netns NS reaches 127.0.0.1:TARGET_PORT
+# of the root namespace through the unix socket SOCK (socat at both ends; pidfiles and logs NAME, NAME-ns).
+netns_relay() {
+  running "$1" || start "$1" "$LAB_STATE/log/$1.log" socat "UNIX-LISTEN:$5,fork,unlink-early" "TCP:127.0.0.1:$6"
+  running "$1-ns" || start "$1-ns" "$LAB_STATE/log/$1-ns.log" \
+    ip netns exec "$2" socat "TCP-LISTEN:$4,bind=$3,fork,reuseaddr" "UNIX-CONNECT:$5"
+}
+
 stop_one() { # NAME: TERM the recorded process group, KILL after 10 s
   local f pid i; f=$(pidfile "$1"); [ -f "$f" ] || return 0
   pid=$(cat "$f")

@@ -182,10 +182,7 @@ cmd_up() {
     fi
     # containerd's streaming server (127.0.0.1 of the root namespace) as the kubelet sees it: the same port on
     # 127.0.0.1 of the VM's namespace, relayed through a unix socket.
-    running "cstream-relay-$node" || start "cstream-relay-$node" "$S/log/cstream-relay-$node.log" \
-      socat "UNIX-LISTEN:$d/cstream.sock,fork,unlink-early" "TCP:127.0.0.1:$((P_CSTREAM + idx))"
-    running "cstream-relay-ns-$node" || start "cstream-relay-ns-$node" "$S/log/cstream-relay-ns-$node.log" \
-      ip netns exec "$ns" socat "TCP-LISTEN:$((P_CSTREAM + idx)),bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$d/cstream.sock"
+    netns_relay "cstream-relay-$node" "$ns" 127.0.0.1 "$((P_CSTREAM + idx))" "$d/cstream.sock" "$((P_CSTREAM + idx))"
     # kubelet, in the VM's namespace (a kubelet from before that, in the root namespace, is started again)
     if running "kubelet-$node" && [ "$(readlink "/proc/$(cat "$(pidfile "kubelet-$node")")/ns/net")" != "$(ip netns exec "$ns" readlink /proc/self/ns/net)" ]; then
       log "kubelet nodes: moving the kubelet of $node into its VM's namespace"
@@ -263,7 +260,7 @@ cmd_down() {
   for d in "$N"/kubelet-*/; do
     [ -d "$d" ] || continue
     d=${d%/}; node=$(basename "$d")
-    for c in "kubelet-$node" "kuryr-daemon-$node" "cstream-relay-ns-$node" "cstream-relay-$node"; do stop_one "$c"; done
+    for c in "kubelet-$node" "kuryr-daemon-$node" "cstream-relay-$node-ns" "cstream-relay-$node"; do stop_one "$c"; done
     # anything still running in this containerd: kill the tasks, then containerd, then its shims
     local sock=$d/containerd.sock task
     if running "containerd-$node"; then

@@ -23,6 +23,13 @@ api() { # METHOD URL [BODY]
 }
 port_active() { api GET "$N/ports/$1" | jq -e '.port.status == "ACTIVE"' >/dev/null; }
 find_id() { api GET "$N/$1?name=$2" | jq -r --arg c "${1//-/_}" ".[\$c][0].id // empty"; }
+default_sg() { api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id // empty'; }
+# worker_groups PORT DEFAULT_SG NODES_SG: a worker VM's port carries `default` and the workers' group (set when
+# it lacks the latter).
+worker_groups() {
+  api GET "$N/ports/$1" | jq -e --arg g "$3" '.port.security_groups | index($g)' >/dev/null \
+    || api PUT "$N/ports/$1" "{\"port\":{\"security_groups\":[\"$2\",\"$3\"]}}" >/dev/null
+}
 ensure() { # COLLECTION NAME BODY-JSON -> id
   local id; id=$(find_id "$1" "$2")
   if [ -z "$id" ]; then id=$(api POST "$N/$1" "{\"${1%s}\": $3}" | jq -r ".${1%s}.id"); fi

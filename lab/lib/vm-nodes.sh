@@ -100,12 +100,8 @@ cmd_up() {
     [ -n "$port" ] && [ "$port" != null ] || die "vm nodes: cannot create port $node"
     # The workers' group beside `default`, as the namespace VMs' ports have it: the API server (its port is
     # not in `default`) reaches the kubelet for logs and exec through its egress proxy.
-    local nsg dsg; nsg=$(jq -r .nodes_security_group_id "$S/lab.json")
-    if ! api GET "$N/ports/$port" | jq -e --arg g "$nsg" '.port.security_groups | index($g)' >/dev/null; then
-      dsg=$(api GET "$N/security-groups?name=default&project_id=$PROJECT_ID" | jq -r '.security_groups[0].id')
-      api PUT "$N/ports/$port" "{\"port\":{\"security_groups\":[\"$dsg\",\"$nsg\"]}}" >/dev/null \
-        || die "vm nodes: cannot give port $node the workers' security group"
-    fi
+    worker_groups "$port" "$(default_sg)" "$(jq -r .nodes_security_group_id "$S/lab.json")" \
+      || die "vm nodes: cannot give port $node the workers' security group"
     mac=$(api GET "$N/ports/$port" | jq -r .port.mac_address)
     trunk=$(ensure trunks "$node-trunk" "{\"name\":\"$node-trunk\",\"port_id\":\"$port\",\"project_id\":\"$PROJECT_ID\"}")
     jq -n --arg n "$node" --arg p "$port" --arg m "$mac" --arg ip "$ip" --arg t "$trunk" --arg tap "$tap" \
