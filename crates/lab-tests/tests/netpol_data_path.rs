@@ -131,6 +131,13 @@ impl Harness {
     async fn cleanup(&mut self) -> anyhow::Result<()> {
         for ep in self.endpoints.drain(..) {
             let _ = vsctl(&["--if-exists", "del-port", "br-int", &ep.host_if]);
+            // `ip netns del` only unnames the namespace: the listener `serve` started there would live on (and
+            // keep the namespace) after the test, so it is stopped first.
+            if let Ok(o) = Command::new("ip").args(["netns", "pids", &ep.netns]).output() {
+                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                    let _ = Command::new("kill").arg(pid).output();
+                }
+            }
             let _ = Command::new("ip").args(["netns", "del", &ep.netns]).output();
         }
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
@@ -456,7 +463,7 @@ async fn make_endpoint(
     })
 }
 
-/// A TCP listener on `TCP_PORT` in the netns (socat, one fork per connection), killed with the netns.
+/// A TCP listener on `TCP_PORT` in the netns (socat, one fork per connection), stopped by `cleanup`.
 fn serve(netns: &str, ip: &str) -> anyhow::Result<()> {
     Command::new("ip")
         .args([
