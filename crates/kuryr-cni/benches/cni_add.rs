@@ -164,6 +164,7 @@ async fn main() {
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link: true,
+        ..NetlinkBinderConfig::default()
     });
     let real = series("plugin+daemon+macvlan bind", binder, &netns, samples).await;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")

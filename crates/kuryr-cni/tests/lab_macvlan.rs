@@ -400,6 +400,7 @@ impl TestDaemon {
             bridge: "br-int".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
             macvlan_host_link: true,
+            ..NetlinkBinderConfig::default()
         });
         let daemon = Arc::new(Daemon::new(
             cache.clone(),

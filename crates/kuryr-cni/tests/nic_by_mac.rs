@@ -40,6 +40,7 @@ fn binder(vm: &TestNs, link_iface: Option<&str>) -> NetlinkBinder {
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link: true,
+        ..NetlinkBinderConfig::default()
     })
 }
 

@@ -422,6 +422,7 @@ async fn real_macvlan_add_check_del_through_the_binary() {
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link: true,
+        ..NetlinkBinderConfig::default()
     });
     let d = start(binder, Duration::from_secs(5));
     d.cache.set_pod_state("shop", "web-0", live());
@@ -588,6 +589,7 @@ async fn a_failed_add_leaves_nothing_half_plugged() {
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link: true,
+        ..NetlinkBinderConfig::default()
     });
     let d = start(binder, Duration::from_secs(5));
     d.cache.set_pod_state("shop", "web-0", live());
@@ -625,6 +627,7 @@ async fn an_add_whose_parent_mac_no_link_carries_is_a_101_naming_the_mac_and_the
             bridge: "unused".into(),
             netns_dir: PathBuf::from("/var/run/netns"),
             macvlan_host_link: true,
+            ..NetlinkBinderConfig::default()
         }),
         Duration::from_secs(5),
     );

@@ -21,6 +21,7 @@ fn binder_with(host: &TestNs, link_iface: &str, bridge: &str, macvlan_host_link:
         bridge: bridge.into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link,
+        ..NetlinkBinderConfig::default()
     })
 }
 

@@ -191,6 +191,7 @@ async fn scenario() {
         bridge: "unused".into(),
         netns_dir: PathBuf::from("/var/run/netns"),
         macvlan_host_link: true,
+        ..NetlinkBinderConfig::default()
     });
     let (p1, p2, p3) = (TestNs::new("p101"), TestNs::new("p102"), TestNs::new("p103"));
     let (v1, v2, v3) = (vlan_vif(61, 101), vlan_vif(62, 102), vlan_vif(63, 103));

@@ -45,6 +45,15 @@ struct Args {
     /// and this is unset.
     #[arg(long, env = "KURYR_HOST_NETNS")]
     host_netns: Option<PathBuf>,
+    /// Namespace holding the neutron-vif bridge and the veths' host ends, when it is not --host-netns
+    /// (the lab's nested nodes: the VM's NIC in the VM's namespace, br-int in the machine's own, given
+    /// as /proc/self/ns/net).
+    #[arg(long, env = "KURYR_BRIDGE_NETNS")]
+    bridge_netns: Option<PathBuf>,
+    /// The ovsdb-server socket neutron-vif plugs host ends through when the bridge is Open vSwitch's
+    /// (`external_ids:iface-id` names the Neutron port, as ovn-controller and the OVS agent bind by).
+    #[arg(long, env = "KURYR_OVSDB", default_value = kuryr_cni::binding::ovsdb::DEFAULT_SOCKET)]
+    ovsdb: PathBuf,
     /// Where the runtime keeps sandbox namespaces (searched for stale interfaces).
     #[arg(long, env = "KURYR_NETNS_DIR", default_value = "/var/run/netns")]
     netns_dir: PathBuf,
@@ -94,6 +103,8 @@ async fn main() -> anyhow::Result<()> {
         host_netns: args.host_netns,
         link_iface: args.link_iface.filter(|s| !s.is_empty()),
         bridge: args.bridge,
+        bridge_netns: args.bridge_netns,
+        ovsdb: args.ovsdb,
         netns_dir: args.netns_dir,
         macvlan_host_link: !args.no_macvlan_host_link,
     });

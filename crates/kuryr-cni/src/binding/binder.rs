@@ -10,7 +10,9 @@ use tracing::{debug, info};
 
 use super::parent;
 use super::stale::{remove_stale_children, StaleMatch};
-use super::{addr, host_link, link, macvlan, netns, route, veth, vlan, BindError, Binder, Bound, Netns};
+use super::{
+    addr, host_link, link, macvlan, netns, ovsdb, route, veth, vlan, BindError, Binder, Bound, Netns,
+};
 
 #[derive(Clone, Debug)]
 pub struct NetlinkBinderConfig {
@@ -21,6 +23,11 @@ pub struct NetlinkBinderConfig {
     pub link_iface: Option<String>,
     /// Bridge for neutron-vif VIFs without `bridgeName`.
     pub bridge: String,
+    /// Namespace holding that bridge and the veths' host ends, when it is not `host_netns` (the lab's
+    /// nested nodes: a VM's NIC in the VM's namespace, the integration bridge in the machine's).
+    pub bridge_netns: Option<PathBuf>,
+    /// The ovsdb-server socket a neutron-vif host end is plugged through when the bridge is Open vSwitch's.
+    pub ovsdb: PathBuf,
     /// Where runtimes keep sandbox namespaces; searched for stale devices.
     pub netns_dir: PathBuf,
     /// Give the node a way to its own nested-macvlan pods ([`host_link`]).
@@ -33,6 +40,8 @@ impl Default for NetlinkBinderConfig {
             host_netns: None,
             link_iface: None,
             bridge: "br-int".into(),
+            bridge_netns: None,
+            ovsdb: PathBuf::from(ovsdb::DEFAULT_SOCKET),
             netns_dir: PathBuf::from("/var/run/netns"),
             macvlan_host_link: true,
         }
@@ -55,6 +64,14 @@ impl NetlinkBinder {
         match &self.cfg.host_netns {
             Some(p) => Netns::open(p)?.connect().await,
             None => netns::connect_current(),
+        }
+    }
+
+    /// The namespace of the neutron-vif bridge and host ends.
+    async fn bridge_host(&self) -> Result<Handle, BindError> {
+        match &self.cfg.bridge_netns {
+            Some(p) => Netns::open(p)?.connect().await,
+            None => self.host().await,
         }
     }
 
@@ -127,7 +144,7 @@ impl NetlinkBinder {
         vif: &Vif,
         default: bool,
     ) -> Result<Bound, BindError> {
-        let host = self.host().await?;
+        let host = self.bridge_host().await?;
         let pod = ns.connect().await?;
         let host_name = veth::host_ifname(vif);
         // A host end left by an earlier sandbox of this port (its namespace kept alive) is in the way.
@@ -144,14 +161,27 @@ impl NetlinkBinder {
             .await?
             .ok_or_else(|| BindError::NotFound(format!("host end {host_name}")))?;
         let bridge = vif.bridge_name.as_deref().unwrap_or(&self.cfg.bridge);
-        let br = link::index_of(&host, bridge)
-            .await?
-            .ok_or_else(|| BindError::NotFound(format!("bridge {bridge}")))?;
-        host.link()
-            .set(LinkUnspec::new_with_index(idx).controller(br).up().build())
-            .execute()
-            .await
-            .map_err(BindError::netlink(format!("attach {host_name} to {bridge}")))?;
+        let ovs = ovsdb::Ovsdb::new(&self.cfg.ovsdb);
+        if ovs.has_bridge(bridge).await? {
+            // Open vSwitch takes no netlink master: the port is a database row naming the Neutron port.
+            link::set_up(&host, idx, &host_name).await?;
+            let plug = ovsdb::PortPlug {
+                bridge,
+                name: &host_name,
+                iface_id: &vif.port_id,
+                mac: &vif.mac,
+            };
+            ovs.add_port(&plug).await?;
+        } else {
+            let br = link::index_of(&host, bridge)
+                .await?
+                .ok_or_else(|| BindError::NotFound(format!("bridge {bridge}")))?;
+            host.link()
+                .set(LinkUnspec::new_with_index(idx).controller(br).up().build())
+                .execute()
+                .await
+                .map_err(BindError::netlink(format!("attach {host_name} to {bridge}")))?;
+        }
         let mac = configure_pod_side(&pod, ifname, vif, default).await?;
         Ok(Bound {
             ifname: ifname.to_string(),
@@ -218,15 +248,19 @@ impl Binder for NetlinkBinder {
                 Err(e) => return Err(e),
             }
         }
-        let routed = self.cfg.macvlan_host_link && pod_ips.iter().any(|ip| ip.is_ipv4());
-        if !host_ifnames.is_empty() || routed {
-            let host = self.host().await?;
+        if !host_ifnames.is_empty() {
+            let bridges = self.bridge_host().await?;
+            // A node with Open vSwitch: its ports of these names go too (a Linux bridge drops its own).
+            let ovs = ovsdb::Ovsdb::new(&self.cfg.ovsdb);
             for name in host_ifnames {
-                link::delete_by_name(&host, name).await?;
+                if ovs.socket().exists() {
+                    ovs.delete_port(name).await?;
+                }
+                link::delete_by_name(&bridges, name).await?;
             }
-            if routed {
-                host_link::remove(&host, pod_ips).await?;
-            }
+        }
+        if self.cfg.macvlan_host_link && pod_ips.iter().any(|ip| ip.is_ipv4()) {
+            host_link::remove(&self.host().await?, pod_ips).await?;
         }
         Ok(())
     }

@@ -22,6 +22,8 @@ pub enum BindError {
     NotFound(String),
     #[error("interface check failed: {0}")]
     Check(String),
+    #[error("Open vSwitch database {}: {what}", socket.display())]
+    Ovsdb { socket: PathBuf, what: String },
     #[error("choosing the parent link: {0}")]
     Parent(#[from] super::parent::ParentError),
 }

@@ -1,7 +1,7 @@
 //! Binding drivers: wiring a KuryrPort VIF into a pod namespace with rtnetlink.
 //!
 //! One module per object or device kind (rtnetlink's shape): [`netns`] (thread-per-setns connections),
-//! [`link`], [`addr`], [`route`], [`macvlan`], [`vlan`], [`veth`], [`host_link`] (the node's way to its
+//! [`link`], [`addr`], [`route`], [`macvlan`], [`vlan`], [`veth`] (with [`ovsdb`] when the bridge is Open vSwitch's), [`host_link`] (the node's way to its
 //! own macvlan pods), and [`stale`] (leftovers in dead namespaces). Every request is built by a pure `message()` function so its content is unit-tested, and
 //! [`parent`] picks a nested VIF's parent NIC from the listed links, also purely.
 
@@ -12,6 +12,7 @@ pub mod host_link;
 pub mod link;
 pub mod macvlan;
 pub mod netns;
+pub mod ovsdb;
 pub mod parent;
 pub mod route;
 pub mod stale;

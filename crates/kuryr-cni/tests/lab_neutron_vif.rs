@@ -1,0 +1,174 @@
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+//! Lab: neutron-vif pods on Open vSwitch. Two Neutron ports on the lab's pod network, bound to the lab's
+//! chassis as a hypervisor's pods are; `NetlinkBinder` wires each into a namespace of its own (a veth whose
+//! host end it plugs into the real `br-int` through the lab's ovsdb-server), ovn-controller binds them, Neutron
+//! says ACTIVE, and the pods ping each other through OVN. Unbinding removes the OVS port and the host end.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context as _};
+use common::TestNs;
+use kuryr_api::{Vif, VifIp, VifType};
+use kuryr_cni::binding::{Binder, NetlinkBinder, NetlinkBinderConfig};
+use lab_tests::cloud::Cloud;
+use lab_tests::Lab;
+use serde_json::{json, Value};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_neutron_vif_pods_on_br_int_ping_each_other_through_ovn() {
+    if !common::require_root("two_neutron_vif_pods_on_br_int_ping_each_other_through_ovn") {
+        return;
+    }
+    let lab = Lab::require();
+    let cloud = lab.cloud().await.unwrap();
+    let mut ports = Vec::new();
+    let res = exercise(&lab, &cloud, &mut ports).await;
+    for p in &ports {
+        let _ = cloud.delete(&format!("{}/ports/{p}", cloud.neutron)).await;
+    }
+    res.unwrap();
+}
+
+fn ovs_db(lab: &Lab) -> PathBuf {
+    lab.state_dir.join("ovs/db.sock")
+}
+
+/// `ovs-vsctl` on the lab's database.
+fn vsctl(lab: &Lab, args: &[&str]) -> String {
+    let out = Command::new("ovs-vsctl")
+        .arg(format!("--db=unix:{}", ovs_db(lab).display()))
+        .args(args)
+        .output()
+        .expect("ovs-vsctl runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+async fn exercise(lab: &Lab, cloud: &Cloud, ports: &mut Vec<String>) -> anyhow::Result<()> {
+    let subnet = cloud
+        .get(&format!("{}/subnets/{}", cloud.neutron, lab.pod_subnet_id))
+        .await?["subnet"]
+        .clone();
+    let network = cloud
+        .get(&format!("{}/networks/{}", cloud.neutron, lab.pod_network_id))
+        .await?["network"]
+        .clone();
+    let binder = NetlinkBinder::new(NetlinkBinderConfig {
+        bridge: "br-int".into(),
+        ovsdb: ovs_db(lab),
+        ..NetlinkBinderConfig::default()
+    });
+    let mut pods = Vec::new();
+    for i in 0..2 {
+        let port = cloud
+            .post(
+                &format!("{}/ports", cloud.neutron),
+                json!({"port": {
+                    "network_id": lab.pod_network_id,
+                    "name": format!("kcni-nvif-{}-{i}", std::process::id()),
+                    "fixed_ips": [{"subnet_id": lab.pod_subnet_id}],
+                    "device_owner": "compute:kuryr",
+                    "binding:host_id": lab.chassis,
+                }}),
+            )
+            .await?["port"]
+            .clone();
+        let id = port["id"].as_str().context("port id")?.to_owned();
+        ports.push(id.clone());
+        let vif = vif_of(&port, &subnet, &network)?;
+        let ns = TestNs::new("nvif");
+        let bound = binder.bind(&ns.path(), "eth0", &vif, true).await?;
+        let host_if = bound.host_ifname.clone().context("a veth host end")?;
+        ensure!(
+            vsctl(lab, &["get", "Interface", &host_if, "external_ids:iface-id"]) == format!("\"{id}\""),
+            "br-int's port {host_if} names the Neutron port"
+        );
+        ensure!(
+            vsctl(lab, &["port-to-br", &host_if]) == "br-int",
+            "{host_if} is a port of br-int"
+        );
+        pods.push((ns, vif, host_if, id));
+    }
+    for (_, _, _, id) in &pods {
+        wait_active(cloud, id).await?;
+    }
+    let (a, b) = (&pods[0], &pods[1]);
+    let b_ip = &b.1.ips[0].address;
+    ensure!(
+        (0..15).any(|_| a.0.ping(b_ip)),
+        "pod a cannot ping pod b ({b_ip}) through OVN"
+    );
+    // A second bind of the same port (a sandbox recreated) replaces the OVS port rather than adding one.
+    binder.bind(&a.0.path(), "eth0", &a.1, true).await?;
+    let named = vsctl(lab, &["--columns=name", "find", "Port", &format!("name={}", a.2)]);
+    ensure!(
+        named.lines().filter(|l| l.contains(&a.2)).count() == 1,
+        "one OVS port {} after a rebind: {named}",
+        a.2
+    );
+    for (ns, _, host_if, _) in &pods {
+        binder
+            .unbind(Some(&ns.path()), "eth0", std::slice::from_ref(host_if))
+            .await?;
+        ensure!(
+            vsctl(lab, &["--if-exists", "port-to-br", host_if]).is_empty(),
+            "{host_if} left on a bridge after DEL"
+        );
+        ensure!(
+            !Command::new("ip")
+                .args(["link", "show", host_if])
+                .output()?
+                .status
+                .success(),
+            "{host_if} left on the node after DEL"
+        );
+    }
+    Ok(())
+}
+
+/// The VIF the controller writes for a neutron-vif port.
+fn vif_of(port: &Value, subnet: &Value, network: &Value) -> anyhow::Result<Vif> {
+    let ip = port["fixed_ips"][0]["ip_address"].as_str().context("port IP")?;
+    Ok(Vif {
+        vif_type: VifType::NeutronVif,
+        port_id: port["id"].as_str().context("id")?.into(),
+        network_id: port["network_id"].as_str().context("network")?.into(),
+        mac: port["mac_address"].as_str().context("mac")?.into(),
+        ips: vec![VifIp {
+            address: ip.into(),
+            cidr: subnet["cidr"].as_str().context("cidr")?.into(),
+            gateway: subnet["gateway_ip"].as_str().map(str::to_owned),
+            subnet_id: None,
+            routes: vec![],
+        }],
+        mtu: network["mtu"].as_u64().map(|m| m as u32),
+        vlan_id: None,
+        vrrp_mac: None,
+        trunk_id: None,
+        parent_port_id: None,
+        parent_ifname: None,
+        parent_mac: None,
+        vif_name: None,
+        bridge_name: Some("br-int".into()),
+        security_group_ids: vec![],
+        active: true,
+    })
+}
+
+async fn wait_active(cloud: &Cloud, id: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = cloud.get(&format!("{}/ports/{id}", cloud.neutron)).await?["port"]["status"].clone();
+        if status == "ACTIVE" {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "port {id} not ACTIVE within 60 s (status {status})"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
