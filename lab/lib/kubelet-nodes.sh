@@ -171,7 +171,7 @@ cmd_up() {
       KUBECONFIG=$S/k8s/kubeconfig NO_COLOR=1 RUST_LOG=${KURYR_DAEMON_LOG:-info} start "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log" \
         "$d/kuryr/kuryr-daemon" --node-name "$node" --socket "$d/kuryr/cni.sock" \
         --health-addr "127.0.0.1:$((P_KDAEMON + idx))" --host-netns "/var/run/netns/$ns" \
-        --cni-conf-dir "$d/cni-conf"
+        --bridge-netns /proc/self/ns/net --ovsdb "$S/ovs/db.sock" --cni-conf-dir "$d/cni-conf"
       waitfor "kuryr-daemon $node" 30 curl -sf "http://127.0.0.1:$((P_KDAEMON + idx))/readyz" \
         || fail_component "kuryr-daemon-$node" "$S/log/kuryr-daemon-$node.log"
     fi

@@ -114,6 +114,10 @@ spec:
         - name: run-kuryr
           hostPath:
             path: $INST/unused-run
+        # The lab's Open vSwitch keeps its database socket in its state directory.
+        - name: openvswitch
+          hostPath:
+            path: $S/ovs
 ---
 apiVersion: apps/v1
 kind: Deployment

@@ -12,6 +12,11 @@ pub const NODE_NAME: &str = "kuryr.openstack.org/nodeName";
 /// bare-metal nodes, or VMs without 802.1Q.
 pub const POD_VIF: &str = "kuryr.openstack.org/pod-vif";
 
+/// On a Node whose pods are neutron-vif: Neutron's name of its host (`binding:host_id`, the OVN chassis or OVS
+/// agent host) when that is not the Node's name (a short hostname beside an FQDN node name, or several
+/// nodes on one hypervisor, as the lab's).
+pub const NEUTRON_HOST: &str = "kuryr.openstack.org/neutron-host";
+
 /// Upstream Kuryr's node label of the same meaning (its multi pool driver), honoured so that nodes
 /// labelled for upstream keep their driver after a migration.
 pub const UPSTREAM_POD_VIF: &str = "pod_vif";

@@ -92,8 +92,8 @@ impl VifDriver for NeutronVif {
     }
 
     fn port_request(&self, params: PortParams<'_>) -> PortRequest {
-        // Neutron's host id is the hypervisor's hostname, which on such nodes is the node name.
-        let host = params.owner.node_name().to_owned();
+        // Neutron's host id is the hypervisor's hostname: the node's name unless its label says otherwise.
+        let host = params.neutron_host.unwrap_or(params.owner.node_name()).to_owned();
         PortRequest {
             binding_host_id: Some(host),
             ..common_request(params)

@@ -31,6 +31,14 @@ pub fn node_vif_type(node_labels: Option<&BTreeMap<String, String>>) -> Result<O
     Ok(None)
 }
 
+/// Neutron's name of the node's host when its label gives one (see [`labels::NEUTRON_HOST`]).
+pub fn neutron_host(node_labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
+    node_labels?
+        .get(labels::NEUTRON_HOST)
+        .map(String::as_str)
+        .filter(|h| !h.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

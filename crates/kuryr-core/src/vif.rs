@@ -47,6 +47,8 @@ pub struct PortParams<'a> {
     pub security_groups: &'a BTreeSet<String>,
     /// Ownership tags (cluster, controller) the caller puts on everything Kuryr creates.
     pub tags: &'a BTreeSet<String>,
+    /// Neutron's name of the node's host when it is not the node's ([`crate::node_vif::neutron_host`]).
+    pub neutron_host: Option<&'a str>,
 }
 
 /// The port to ask Neutron for (one element of a bulk create).

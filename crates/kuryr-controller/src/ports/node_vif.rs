@@ -13,6 +13,12 @@ pub fn of_node(ctx: &Context, node: &str) -> Result<VifType> {
     of(ctx, &node)
 }
 
+/// Neutron's name of node `node`'s host, when its label names one other than the node's own.
+pub fn neutron_host(ctx: &Context, node: &str) -> Option<String> {
+    let node = ctx.node(node)?;
+    kuryr_core::node_vif::neutron_host(node.metadata.labels.as_ref()).map(str::to_owned)
+}
+
 /// Its `kuryr.openstack.org/pod-vif` label's (or upstream's `pod_vif`), else the controller's
 /// `--vif-driver`. A label naming no driver is the operator's to fix: an error that says so.
 pub fn of(ctx: &Context, node: &Node) -> Result<VifType> {

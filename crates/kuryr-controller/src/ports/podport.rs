@@ -28,12 +28,14 @@ pub async fn create(
     subnets: &[Subnet],
 ) -> Result<Port> {
     let tags: BTreeSet<String> = owner(ctx, &facts.uid).tags()?.into_iter().collect();
+    let host = super::node_vif::neutron_host(ctx, &facts.node_name);
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pod(facts),
         subnets,
         project_id: &facts.project_id,
         security_groups: &facts.security_groups,
         tags: &tags,
+        neutron_host: host.as_deref(),
     });
     ports::bulk_create(&ctx.cloud, &[convert::create_port(&req)])
         .await?

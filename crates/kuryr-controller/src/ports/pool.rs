@@ -474,6 +474,7 @@ async fn create_batch_once(
             return Err(e.into());
         }
     };
+    let host = super::node_vif::neutron_host(ctx, &target.node_name);
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pool {
             node_name: &target.node_name,
@@ -482,6 +483,7 @@ async fn create_batch_once(
         project_id: &ctx.project_id,
         security_groups: defaults,
         tags: &tags,
+        neutron_host: host.as_deref(),
     });
     let body = convert::create_port(&req);
     let reqs = vec![body; n as usize];

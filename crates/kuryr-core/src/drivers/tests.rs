@@ -55,6 +55,7 @@ fn request(driver: &dyn VifDriver, owner: PortOwner<'_>) -> PortRequest {
         project_id: "proj",
         security_groups: &sgs,
         tags: &tags,
+        neutron_host: None,
     })
 }
 
@@ -83,6 +84,17 @@ fn neutron_vif_binds_the_port_to_the_node() {
     assert_eq!(pooled.binding_host_id.as_deref(), Some("w2"));
     assert_eq!(pooled.name, "available-port");
     assert_eq!(pooled.device_id, "");
+    let subnet = mk_subnet();
+    let (tags, sgs) = (set(&[]), set(&[]));
+    let labelled = NeutronVif::default().port_request(PortParams {
+        owner: PortOwner::Pod(&pod),
+        subnets: std::slice::from_ref(&subnet),
+        project_id: "proj",
+        security_groups: &sgs,
+        tags: &tags,
+        neutron_host: Some("hv-3"),
+    });
+    assert_eq!(labelled.binding_host_id.as_deref(), Some("hv-3"));
 }
 
 #[test]
@@ -209,6 +221,7 @@ fn a_dual_stack_pod_asks_for_one_address_from_each_subnet_and_gets_both_on_its_v
         project_id: "proj",
         security_groups: &sgs,
         tags: &tags,
+        neutron_host: None,
     });
     assert_eq!(req.network_id, "net-1");
     assert_eq!(req.subnet_ids, vec!["sub-1".to_owned(), "sub-6".to_owned()]);
