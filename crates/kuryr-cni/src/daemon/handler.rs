@@ -1,4 +1,5 @@
-//! Serving one request: ADD waits for active VIFs then binds; DEL is idempotent and never waits; CHECK
+//! Serving one request: ADD waits for active VIFs then binds (a neutron-vif VIF: binds, then waits for it
+//! to go active); DEL is idempotent and never waits; CHECK
 //! compares the interfaces with the KuryrPort.
 
 use std::collections::HashMap;
@@ -10,7 +11,7 @@ use tracing::{debug, info, warn};
 
 use super::cache::NodeCache;
 use super::metrics::Metrics;
-use super::wait::{evaluate, wait_for_vifs, Verdict};
+use super::wait::{evaluate, wait_for_vifs, Phase, Verdict};
 use crate::binding::{BindError, Binder};
 use crate::cni::{codes, CniError, CniRequest, CniResult, Command, IfaceResult, IpResult, RouteResult};
 use crate::protocol::DaemonResponse;
@@ -138,34 +139,43 @@ impl<B: Binder> Daemon<B> {
                 "",
             )
         })?;
-        let vifs = wait_for_vifs(&self.cache, pod, &req.ifname, self.cfg.add_timeout).await?;
+        let deadline = tokio::time::Instant::now() + self.cfg.add_timeout;
+        let vifs = wait_for_vifs(&self.cache, pod, &req.ifname, Phase::Plug, deadline).await?;
         let mut wired = Attachment {
             pod: pod.key(),
             netns: req.netns.clone(),
             ifnames: Vec::new(),
             host_ifnames: Vec::new(),
         };
-        match self.bind_all(req, &vifs, &mut wired).await {
-            Ok(result) => {
-                self.attachments().insert(req.container_id.clone(), wired);
-                Ok(result)
-            }
+        let bound = match self.bind_all(req, &vifs, &mut wired).await {
+            Ok(result) => result,
             Err(e) => {
                 // Nothing half-plugged: what this ADD made goes, including the interface that failed.
-                let mut ifnames = wired.ifnames;
-                if let Some((name, _)) = vifs.get(ifnames.len()) {
-                    ifnames.push(name.clone());
+                if let Some((name, _)) = vifs.get(wired.ifnames.len()) {
+                    wired.ifnames.push(name.clone());
                 }
-                for name in &ifnames {
-                    if let Err(u) = self
-                        .binder
-                        .unbind(Some(Path::new(&req.netns)), name, &wired.host_ifnames)
-                        .await
-                    {
-                        warn!(error = %u, ifname = %name, "rolling back a failed ADD");
-                    }
-                }
-                Err(e)
+                self.roll_back(req, &wired).await;
+                return Err(e);
+            }
+        };
+        if vifs.iter().any(|(_, v)| !v.active) {
+            if let Err(e) = wait_for_vifs(&self.cache, pod, &req.ifname, Phase::Active, deadline).await {
+                self.roll_back(req, &wired).await;
+                return Err(e);
+            }
+        }
+        self.attachments().insert(req.container_id.clone(), wired);
+        Ok(bound)
+    }
+
+    async fn roll_back(&self, req: &CniRequest, wired: &Attachment) {
+        for name in &wired.ifnames {
+            if let Err(u) = self
+                .binder
+                .unbind(Some(Path::new(&req.netns)), name, &wired.host_ifnames)
+                .await
+            {
+                warn!(error = %u, ifname = %name, "rolling back a failed ADD");
             }
         }
     }

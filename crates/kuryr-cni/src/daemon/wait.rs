@@ -2,9 +2,7 @@
 //! on every cache change. Aborts early when the pod is gone, replaced (other UID) or being deleted —
 //! upstream hung there until its timeout (0176b4a9).
 
-use std::time::Duration;
-
-use kuryr_api::Vif;
+use kuryr_api::{Vif, VifType};
 use tokio::time::Instant;
 
 use super::cache::{Lookup, NodeCache};
@@ -21,7 +19,28 @@ pub enum Verdict {
     Abort(CniError),
 }
 
+/// What ADD waits for: VIFs to plug, or every VIF active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Every VIF is there, and active unless it is one Neutron activates only once it is plugged.
+    Plug,
+    /// Every VIF active.
+    Active,
+}
+
+/// A hypervisor's port (neutron-vif) goes ACTIVE when its agent (ovn-controller, the OVS agent) sees the
+/// interface that names it: it is plugged first and waited for after, as upstream did. Nested VIFs are
+/// activated by their trunk or VM port, without the pod.
+pub fn plugged_before_active(vif: &Vif) -> bool {
+    vif.vif_type == VifType::NeutronVif
+}
+
+/// [`judge`] in [`Phase::Active`].
 pub fn evaluate(pod: &PodArgs, ifname: &str, view: &Lookup) -> Verdict {
+    judge(pod, ifname, view, Phase::Active)
+}
+
+pub fn judge(pod: &PodArgs, ifname: &str, view: &Lookup, phase: Phase) -> Verdict {
     let key = pod.key();
     match (&view.pod, view.pods_synced) {
         (None, true) => {
@@ -72,7 +91,8 @@ pub fn evaluate(pod: &PodArgs, ifname: &str, view: &Lookup) -> Verdict {
     let inactive: Vec<&str> = status
         .vifs
         .iter()
-        .filter(|(_, v)| !v.vif.active)
+        // In the plug phase a VIF that activates once plugged counts as ready.
+        .filter(|(_, v)| !(v.vif.active || phase == Phase::Plug && plugged_before_active(&v.vif)))
         .map(|(n, _)| n.as_str())
         .collect();
     if !inactive.is_empty() {
@@ -95,18 +115,18 @@ pub fn evaluate(pod: &PodArgs, ifname: &str, view: &Lookup) -> Verdict {
     Verdict::Ready(out)
 }
 
-/// Waits until [`evaluate`] is not `Wait`, at most `timeout`; a timeout is code 11 (try again later).
+/// Waits until [`judge`] is not `Wait`, at most until `deadline`; a timeout is code 11 (try again later).
 pub async fn wait_for_vifs(
     cache: &NodeCache,
     pod: &PodArgs,
     ifname: &str,
-    timeout: Duration,
+    phase: Phase,
+    deadline: Instant,
 ) -> Result<Vec<(String, Vif)>, CniError> {
-    let deadline = Instant::now() + timeout;
     let mut rx = cache.subscribe();
     loop {
         rx.borrow_and_update();
-        let reason = match evaluate(pod, ifname, &cache.lookup(&pod.namespace, &pod.name)) {
+        let reason = match judge(pod, ifname, &cache.lookup(&pod.namespace, &pod.name), phase) {
             Verdict::Ready(vifs) => return Ok(vifs),
             Verdict::Abort(e) => return Err(e),
             Verdict::Wait(reason) => reason,
@@ -123,10 +143,10 @@ pub async fn wait_for_vifs(
             Err(_) => {
                 return Err(CniError::new(
                     codes::TRY_AGAIN_LATER,
-                    format!(
-                        "timed out after {}s waiting for the pod's VIFs",
-                        timeout.as_secs_f32()
-                    ),
+                    match phase {
+                        Phase::Plug => "timed out waiting for the pod's VIFs",
+                        Phase::Active => "timed out waiting for the pod's plugged VIFs to be active",
+                    },
                     reason,
                 ))
             }
@@ -137,6 +157,7 @@ pub async fn wait_for_vifs(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use super::*;
     use crate::daemon::cache::PodState;
@@ -258,7 +279,14 @@ mod tests {
         cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]));
         let c2 = cache.clone();
         let t = tokio::spawn(async move {
-            wait_for_vifs(&c2, &pod(Some("u1")), "eth0", Duration::from_secs(10)).await
+            wait_for_vifs(
+                &c2,
+                &pod(Some("u1")),
+                "eth0",
+                Phase::Active,
+                Instant::now() + Duration::from_secs(10),
+            )
+            .await
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(true))]));
@@ -276,7 +304,14 @@ mod tests {
         cache.set_pod_state("shop", "web-0", live("u1"));
         let c2 = cache.clone();
         let t = tokio::spawn(async move {
-            wait_for_vifs(&c2, &pod(Some("u1")), "eth0", Duration::from_secs(30)).await
+            wait_for_vifs(
+                &c2,
+                &pod(Some("u1")),
+                "eth0",
+                Phase::Active,
+                Instant::now() + Duration::from_secs(30),
+            )
+            .await
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         cache.set_pod_state("shop", "web-0", None);
@@ -288,14 +323,40 @@ mod tests {
         assert_eq!(e.code, codes::UNKNOWN_CONTAINER);
     }
 
+    #[test]
+    fn an_inactive_neutron_vif_vif_is_plugged_first_and_a_nested_one_waited_for() {
+        let mut hv = mk_vif(false);
+        hv.vif_type = VifType::NeutronVif;
+        let p = mk_port("shop", "web-0", "u1", vec![("eth0", hv.clone())]);
+        let view = || view(Some(p.clone()), live("u1"));
+        assert!(
+            matches!(judge(&pod(Some("u1")), "eth0", &view(), Phase::Plug), Verdict::Ready(v) if !v[0].1.active)
+        );
+        assert!(matches!(
+            judge(&pod(Some("u1")), "eth0", &view(), Phase::Active),
+            Verdict::Wait(_)
+        ));
+        let nested = mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]);
+        assert!(matches!(
+            judge(&pod(Some("u1")), "eth0", &super::tests::view(Some(nested), live("u1")), Phase::Plug),
+            Verdict::Wait(r) if r.contains("not active")
+        ));
+    }
+
     #[tokio::test]
     async fn wait_times_out_with_code_11_and_the_last_reason() {
         let cache = NodeCache::new();
         cache.set_pod_state("shop", "web-0", live("u1"));
         cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]));
-        let e = wait_for_vifs(&cache, &pod(Some("u1")), "eth0", Duration::from_millis(100))
-            .await
-            .unwrap_err();
+        let e = wait_for_vifs(
+            &cache,
+            &pod(Some("u1")),
+            "eth0",
+            Phase::Active,
+            Instant::now() + Duration::from_millis(100),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(e.code, codes::TRY_AGAIN_LATER);
         assert!(e.details.contains("not active"), "{e}");
     }
