@@ -127,7 +127,7 @@ async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
         r.extra.insert("calls".into(), c.to_json());
     }
     if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
-        r.rss_mib = Some(crate::stats::round_ms(f.peak_rss_mib));
+        r.rss_mib = Some(crate::stats::round_ms(f.vm_hwm_mib));
         r.cpu_s = cpu0.map(|c0| crate::stats::round_ms(f.cpu_s - c0));
     }
     Ok(r)

@@ -538,7 +538,7 @@ async fn phases(
             .insert("client_ratelimit_wait_s".into(), round_ms(wait).into());
     }
     if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
-        r.rss_mib = Some(round_ms(f.peak_rss_mib));
+        r.rss_mib = Some(round_ms(f.vm_hwm_mib));
         r.cpu_s = cpu0.map(|c0| round_ms(f.cpu_s - c0));
     }
     let mut notes = Vec::new();
