@@ -345,18 +345,44 @@ impl Session {
         false
     }
 
+    /// The Neutron ports the namespace's KuryrPorts name (either implementation's shape).
+    async fn kuryrport_port_ids(&self) -> Vec<String> {
+        let kps = kubeenv::kuryrport_api(&self.client, &self.ns);
+        match kps.list(&Default::default()).await {
+            Ok(l) => l
+                .items
+                .iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .flat_map(|v| crate::cleanup::port_ids(&v))
+                .collect(),
+            Err(e) => {
+                eprintln!("listing {}'s KuryrPorts for their ports failed: {e:#}", self.ns);
+                Vec::new()
+            }
+        }
+    }
+
     /// Stops the controller, removes the namespace, the Nodes and (real cloud) every port tagged with
-    /// this session's cluster id.
+    /// this session's cluster id or named by its KuryrPorts.
     pub async fn finish(mut self) {
         if let Some(c) = self.controller.take() {
             c.stop().await;
         }
         self.watch.abort();
+        // Read before the namespace goes: a session that failed before its drain leaves KuryrPorts whose
+        // ports only they name (upstream's carry no tag on the real cloud).
+        let port_ids = match self.cloud.sim {
+            None => self.kuryrport_port_ids().await,
+            Some(_) => Vec::new(),
+        };
         kubeenv::delete_namespace(&self.client, &self.ns, kubeenv::TEARDOWN_LIMIT).await;
         kubeenv::delete_nodes(&self.client, &self.cloud.vms).await;
         if self.cloud.sim.is_none() {
             if let Err(e) = crate::cleanup::delete_tagged(&self.cloud.cloud, &self.cluster_id).await {
                 eprintln!("cleanup of {} ports failed: {e:#}", self.cluster_id);
+            }
+            if let Err(e) = crate::cleanup::delete_ids(&self.cloud.cloud, port_ids).await {
+                eprintln!("cleanup of {}'s KuryrPorts' ports failed: {e:#}", self.ns);
             }
             let prefix = format!("{}/", self.ns);
             if let Err(e) =
