@@ -319,50 +319,6 @@ mod cni_add {
     }
 }
 
-#[cfg(test)]
-mod args_tests {
-    use clap::Parser as _;
-
-    #[test]
-    fn later_flags_replace_earlier_ones() {
-        // bench/run --smoke passes its own flags first; the user's come after and win.
-        let args = super::Args::try_parse_from([
-            "kuryr-bench",
-            "run",
-            "burst",
-            "--impls",
-            "kuryr-rs",
-            "--repeats",
-            "1",
-            "--kuryr-bin",
-            "k",
-            "--upstream-venv",
-            "v",
-            "--impls",
-            "kuryr-rs,floor",
-            "--repeats",
-            "2",
-        ])
-        .expect("parses");
-        let super::Cmd::Run(a) = args.cmd else {
-            panic!("not run");
-        };
-        assert_eq!(a.impls, vec!["kuryr-rs".to_string(), "floor".to_string()]);
-        assert_eq!(a.repeats, 2);
-        assert!(super::Args::try_parse_from([
-            "kuryr-bench",
-            "run",
-            "--repeats",
-            "0",
-            "--kuryr-bin",
-            "k",
-            "--upstream-venv",
-            "v"
-        ])
-        .is_err());
-    }
-}
-
 fn implementations(a: &RunArgs) -> anyhow::Result<Vec<Implementation>> {
     a.impls
         .iter()
@@ -406,6 +362,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         kuryr_pool_args: a.kuryr_pool_args.split_whitespace().map(str::to_string).collect(),
         upstream_venv: a.upstream_venv.clone(),
         nodes: a.nodes,
+        sessions: Default::default(),
     };
     eprintln!("kuryr-bench: logs and configs in {}", settings.work_dir.display());
     let repo = std::env::current_dir()?;
@@ -762,4 +719,48 @@ async fn services_all(
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod args_tests {
+    use clap::Parser as _;
+
+    #[test]
+    fn later_flags_replace_earlier_ones() {
+        // bench/run --smoke passes its own flags first; the user's come after and win.
+        let args = super::Args::try_parse_from([
+            "kuryr-bench",
+            "run",
+            "burst",
+            "--impls",
+            "kuryr-rs",
+            "--repeats",
+            "1",
+            "--kuryr-bin",
+            "k",
+            "--upstream-venv",
+            "v",
+            "--impls",
+            "kuryr-rs,floor",
+            "--repeats",
+            "2",
+        ])
+        .expect("parses");
+        let super::Cmd::Run(a) = args.cmd else {
+            panic!("not run");
+        };
+        assert_eq!(a.impls, vec!["kuryr-rs".to_string(), "floor".to_string()]);
+        assert_eq!(a.repeats, 2);
+        assert!(super::Args::try_parse_from([
+            "kuryr-bench",
+            "run",
+            "--repeats",
+            "0",
+            "--kuryr-bin",
+            "k",
+            "--upstream-venv",
+            "v"
+        ])
+        .is_err());
+    }
 }

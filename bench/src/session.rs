@@ -34,6 +34,9 @@ pub struct Settings {
     pub kuryr_pool_args: Vec<String>,
     pub upstream_venv: PathBuf,
     pub nodes: usize,
+    /// Sessions started so far: numbers each one's namespace, so a repeat never meets the namespace of
+    /// the one before it, which the API server may still be deleting.
+    pub sessions: std::sync::atomic::AtomicU32,
 }
 
 /// What a session is.
@@ -106,6 +109,8 @@ impl Session {
             tag.push('-');
             tag.extend(spec.variant_suffix.chars().filter(char::is_ascii_alphanumeric));
         }
+        let n = s.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tag.push_str(&format!("-{n}"));
         let ns = format!("bench-{}-{tag}", s.run_id);
         let cluster_id = ns.clone();
         let dir = s.work_dir.join(&tag);
