@@ -19,7 +19,7 @@ def time_to_wire(run, wire, dst):
     for r in wire:
         xs = sorted(r["samples_s"])
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        style = "-" if r["implementation"] == "kuryr-rs" else "--"
+        style = {"kuryr-rs": "-", "floor": ":"}.get(r["implementation"], "--")
         ax.step(xs, ys, style, where="post",
                 label=f'{r["scenario"]} {r["implementation"]} {r["variant"]} (n={len(xs)})')
     ax.axvline(5.0, color="grey", linewidth=0.8, linestyle=":")
@@ -69,6 +69,10 @@ def datapath(run, ratio, dst):
 def main(src, dst, dp_dst=None):
     run = json.load(open(src))
     # Pod time-to-wire only (the services records' samples are Service time-to-ready).
+    # A repeated record keeps each repeat's samples in its repeats: every pod of every repeat is drawn.
+    for r in run["records"]:
+        if not r.get("samples_s") and r.get("repeats"):
+            r["samples_s"] = [x for rep in r["repeats"] for x in rep.get("samples_s", [])]
     wire = [r for r in run["records"] if r.get("samples_s") and r["scenario"] in ("burst", "churn")]
     ratios = [r for r in run["records"]
               if r["scenario"] == "datapath" and r.get("extra", {}).get("sizes")]

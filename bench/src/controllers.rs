@@ -146,6 +146,11 @@ pub struct UpstreamOpts<'a> {
 
 /// kuryr.conf for upstream 10.0.0 (option names from its config.py and the baseline in
 /// shared/reference/upstream-baseline/kuryr.conf).
+///
+/// `port_debug` names each port `<namespace>/<pod>` (10.0.0 leaves them unnamed without it), so a leftover
+/// port on the real cloud is findable by name as well as through its KuryrPort. On cloudsim it stays off:
+/// there the ports go with the session's cloud, and with pools it costs upstream an extra port update per
+/// pod (`_set_port_debug`), which would be measured as upstream's.
 pub fn upstream_conf(
     o: &UpstreamOpts<'_>,
     cloud: &BenchCloud,
@@ -158,7 +163,7 @@ pub fn upstream_conf(
         "[DEFAULT]\ndebug = {debug}\nuse_stderr = true\n\n\
 [kubernetes]\napi_root = {api}\ntoken_file = {token}\nssl_verify_server_crt = false\npod_vif_driver = nested-vlan\n\
 vif_pool_driver = {pool}\nenabled_handlers = {handlers}\nwatch_reconcile_period = 120\n\
-endpoints_driver_octavia_provider = {provider}\n\n\
+endpoints_driver_octavia_provider = {provider}\nport_debug = {port_debug}\n\n\
 [neutron]\nauth_type = password\nauth_url = {auth}\nusername = {user}\npassword = {pw}\n\
 user_domain_name = Default\nproject_name = {project}\nproject_domain_name = Default\nregion_name = {region}\n\n\
 [neutron_defaults]\nproject = {project_id}\npod_subnet = {subnet}\npod_security_groups = {sg}\n\
@@ -173,6 +178,7 @@ service_subnet = {ssubnet}\n{tags}\n\
         octavia = octavia_defaults(&o.lb_provider),
         token = token.display(),
         debug = std::env::var_os("KURYR_BENCH_UPSTREAM_DEBUG").is_some(),
+        port_debug = cloud.sim.is_none(),
         pool = o.pool_driver,
         handlers = o.handlers,
         auth = c.auth_url,

@@ -265,39 +265,43 @@ pub fn watch_wiring(client: &Client, ns: &str) -> (SharedWireLog, tokio::task::J
     let log: SharedWireLog = Arc::default();
     let api = kuryrport_api(client, ns);
     let l = log.clone();
-    let task = tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default());
-        futures::pin_mut!(stream);
-        loop {
-            let ev = match stream.try_next().await {
-                Ok(Some(ev)) => ev,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!("kuryrport watch: {e}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
+    let task = tokio::spawn(for_each_event(api, "kuryrport", move |ev| {
+        let now = Instant::now();
+        let mut log = lock(&l);
+        match ev {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                let name = o.name_any();
+                if is_wired(&serde_json::to_value(&o).unwrap_or_default()) {
+                    log.wired.entry(name).or_insert(now);
                 }
-            };
-            let now = Instant::now();
-            let mut log = match l.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            match ev {
-                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                    let name = o.name_any();
-                    if is_wired(&serde_json::to_value(&o).unwrap_or_default()) {
-                        log.wired.entry(name).or_insert(now);
-                    }
-                }
-                watcher::Event::Delete(o) => {
-                    log.gone.insert(o.name_any(), now);
-                }
-                _ => {}
+            }
+            watcher::Event::Delete(o) => {
+                log.gone.insert(o.name_any(), now);
+            }
+            _ => {}
+        }
+    }));
+    (log, task)
+}
+
+/// Hands `f` every event of a watch on `api` until the stream ends, going on after a failed read (the
+/// watcher re-lists on its own); `what` names the watch in the warning.
+pub async fn for_each_event<K>(api: Api<K>, what: &str, mut f: impl FnMut(watcher::Event<K>))
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let stream = watcher(api, watcher::Config::default());
+    futures::pin_mut!(stream);
+    loop {
+        match stream.try_next().await {
+            Ok(Some(ev)) => f(ev),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("{what} watch: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-    });
-    (log, task)
+    }
 }
 
 pub fn lock(log: &SharedWireLog) -> std::sync::MutexGuard<'_, WireLog> {

@@ -1,16 +1,20 @@
 //! kuryr-bench: the benchmark harness (docs/BENCHMARKS.md). The pure parts (result schema, percentile
-//! maths, call-log accounting, /proc parsing, the upstream proxy's rewrites) are unit-tested; the rest
-//! drives the lab and runs only from `bench/run`.
+//! maths, repeats' medians, call-log and API-server request accounting, /proc parsing, the upstream
+//! proxy's rewrites) are unit-tested; the rest drives the lab and runs only from `bench/run`.
 
+pub mod apimetrics;
 pub mod calls;
 pub mod cleanup;
 pub mod cloud;
 pub mod controllers;
+pub mod floor;
 pub mod kubeenv;
 pub mod machine;
+pub mod phases;
 pub mod proc;
 pub mod proxy;
 pub mod record;
+pub mod repeats;
 pub mod report;
 pub mod scenarios;
 pub mod session;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use kuryr_bench::record::{Implementation, Record, Run, Scenario, SCHEMA_VERSION};
+use kuryr_bench::repeats::{self, Sink};
 use kuryr_bench::scenarios::burst::{self, BurstOpts};
 use kuryr_bench::scenarios::churn::{self, ChurnOpts};
 use kuryr_bench::scenarios::datapath::{self, DatapathOpts};
@@ -20,7 +21,9 @@ use lab_tests::Lab;
 #[derive(Debug, Parser)]
 #[command(
     name = "kuryr-bench",
-    about = "kuryr-rs vs upstream Kuryr benchmarks on the lab"
+    about = "kuryr-rs vs upstream Kuryr benchmarks on the lab",
+    // A flag given again wins (bench/run --smoke passes its own, which later ones replace).
+    args_override_self = true
 )]
 struct Args {
     #[command(subcommand)]
@@ -46,9 +49,14 @@ struct RunArgs {
     /// Scenarios (default: all).
     #[arg(value_enum)]
     scenarios: Vec<Scenario>,
-    /// Implementations to run.
-    #[arg(long, value_delimiter = ',', default_value = "kuryr-rs,upstream")]
+    /// Implementations to run: kuryr-rs, upstream, and floor (the harness's own minimal controller, burst
+    /// only: the least the scenario costs on this machine).
+    #[arg(long, value_delimiter = ',', default_value = "kuryr-rs,upstream,floor", action = clap::ArgAction::Set)]
     impls: Vec<String>,
+    /// Sessions per variant and implementation (burst, churn, services), the implementations' order
+    /// rotated every repeat; figures are reported as their median and range.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
     /// cloudsim latency profile.
     #[arg(long, default_value = "bench/profiles/published.yaml")]
     profile: PathBuf,
@@ -194,9 +202,6 @@ fn overloaded(base: &Profile, workers: usize) -> Profile {
     p
 }
 
-/// Where each finished record goes (saved at once).
-type Sink<'a> = dyn FnMut(Record) -> anyhow::Result<()> + 'a;
-
 /// cni_add: records from the newest `cni-add-*.json` that `cargo bench -p kuryr-cni --bench cni_add`
 /// wrote into `dir` (bench/run runs it just before kuryr-bench), one per series.
 fn cni_add_all(
@@ -205,7 +210,7 @@ fn cni_add_all(
     impls: &[Implementation],
     out: &mut Sink<'_>,
 ) -> anyhow::Result<()> {
-    for &i in impls {
+    for &i in impls.iter().filter(|i| **i != Implementation::Floor) {
         if i == Implementation::Upstream {
             out(Record::not_run(
                 Scenario::CniAdd,
@@ -320,6 +325,7 @@ fn implementations(a: &RunArgs) -> anyhow::Result<Vec<Implementation>> {
         .map(|s| match s.as_str() {
             "kuryr-rs" => Ok(Implementation::KuryrRs),
             "upstream" => Ok(Implementation::Upstream),
+            "floor" => Ok(Implementation::Floor),
             other => anyhow::bail!("unknown implementation {other}"),
         })
         .collect()
@@ -356,6 +362,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         kuryr_pool_args: a.kuryr_pool_args.split_whitespace().map(str::to_string).collect(),
         upstream_venv: a.upstream_venv.clone(),
         nodes: a.nodes,
+        sessions: Default::default(),
     };
     eprintln!("kuryr-bench: logs and configs in {}", settings.work_dir.display());
     let repo = std::env::current_dir()?;
@@ -369,6 +376,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         commit: machine::commit(&repo),
         profile: a.profile.display().to_string(),
         time_scale: a.time_scale,
+        repeats: a.repeats,
         records: Vec::new(),
     };
     let scenarios = if a.scenarios.is_empty() {
@@ -387,9 +395,9 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(a.timeout_s);
     let mut sink = |r: Record| -> anyhow::Result<()> {
         eprintln!(
-            "{} {:?} {}: p50 {:?} p99 {:?} max {:?} writes/pod {:?} rss {:?} cpu {:?} {}",
+            "{} {} {}: p50 {:?} p99 {:?} max {:?} writes/pod {:?} rss {:?} cpu {:?} {}",
             r.scenario.name(),
-            r.implementation,
+            r.implementation.name(),
             r.variant,
             r.p50_s,
             r.p99_s,
@@ -399,7 +407,8 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
             r.cpu_s,
             r.note.as_deref().unwrap_or("")
         );
-        result.records.push(r);
+        // A repeated variant's record comes again after each repeat, replacing the earlier one.
+        result.upsert(r);
         // Save as we go: a long run that dies keeps what it measured.
         save(&result, &a.out)?;
         Ok(())
@@ -428,38 +437,38 @@ async fn burst_all(
     timeout: Duration,
     out: &mut Sink<'_>,
 ) -> anyhow::Result<()> {
-    // (cloud, pools, implementation, pods, variant suffix)
-    let mut specs = Vec::new();
+    // (cloud, pools, pods, variant suffix, implementations measured)
+    let mut groups = Vec::new();
     for pools in [false, true] {
-        for &i in impls {
-            specs.push((CloudKind::Sim, pools, i, a.burst_pods, ""));
-        }
+        groups.push((CloudKind::Sim, pools, a.burst_pods, "", impls.to_vec()));
     }
     // kuryr-rs once more per pools setting with the fixed 20 QPS limit it had by default before the
     // adaptive concurrency limit: what the adaptive limit changed, in the same run.
     if a.burst_fixed_rate_variant && impls.contains(&Implementation::KuryrRs) {
         for pools in [false, true] {
-            specs.push((
+            groups.push((
                 CloudKind::Sim,
                 pools,
-                Implementation::KuryrRs,
                 a.burst_pods,
                 FIXED_RATE,
+                vec![Implementation::KuryrRs],
             ));
         }
     }
     if a.burst_overload_workers > 0 {
-        for &i in impls {
-            specs.push((CloudKind::Sim, false, i, a.burst_pods, OVERLOADED));
-        }
+        groups.push((CloudKind::Sim, false, a.burst_pods, OVERLOADED, impls.to_vec()));
     }
     if a.neutron_burst_pods > 0 {
-        for &i in impls {
-            specs.push((CloudKind::Neutron, false, i, a.neutron_burst_pods, ""));
-        }
+        groups.push((
+            CloudKind::Neutron,
+            false,
+            a.neutron_burst_pods,
+            "",
+            impls.to_vec(),
+        ));
     }
-    for (cloud, pools, implementation, pods, variant_suffix) in specs {
-        let spec = Spec {
+    for (cloud, pools, pods, variant_suffix, mut who) in groups {
+        let spec = |implementation| Spec {
             scenario: "burst",
             implementation,
             pools,
@@ -478,17 +487,21 @@ async fn burst_all(
             profile: (variant_suffix == OVERLOADED).then(|| overloaded(&s.profile, a.burst_overload_workers)),
             variant_suffix,
         };
-        if pools && implementation == Implementation::KuryrRs && s.kuryr_pool_args.is_empty() {
+        if pools && who.contains(&Implementation::KuryrRs) && s.kuryr_pool_args.is_empty() {
             out(Record::not_run(
                 Scenario::Burst,
-                implementation,
-                &spec.variant(),
+                Implementation::KuryrRs,
+                &spec(Implementation::KuryrRs).variant(),
                 "skipped: --kuryr-pool-args is empty",
             ))?;
-            continue;
+            who.retain(|i| *i != Implementation::KuryrRs);
         }
-        eprintln!("burst: {implementation:?} {} ({pods} pods)", spec.variant());
-        out(burst::run(s, spec, &BurstOpts { pods, timeout }).await)?;
+        repeats::measure(&who, a.repeats as usize, out, async |i| {
+            let spec = spec(i);
+            eprintln!("burst: {} {} ({pods} pods)", i.name(), spec.variant());
+            burst::run(s, spec, &BurstOpts { pods, timeout }).await
+        })
+        .await?;
     }
     Ok(())
 }
@@ -500,7 +513,8 @@ async fn churn_all(
     timeout: Duration,
     out: &mut Sink<'_>,
 ) -> anyhow::Result<()> {
-    for &implementation in impls {
+    let who = controllers_only(impls);
+    repeats::measure(&who, a.repeats as usize, out, async |implementation| {
         let spec = Spec {
             scenario: "churn",
             implementation,
@@ -525,13 +539,21 @@ async fn churn_all(
                 .collect::<Vec<_>>()
                 .join("; "),
             );
-            out(r)?;
-            continue;
+            return r;
         }
-        eprintln!("churn: {implementation:?} {}", spec.variant());
-        out(churn::run(s, spec, &churn_opts(a, timeout)).await)?;
-    }
-    Ok(())
+        eprintln!("churn: {} {}", implementation.name(), spec.variant());
+        churn::run(s, spec, &churn_opts(a, timeout)).await
+    })
+    .await
+}
+
+/// The implementations that are controllers of their own (the floor is measured in the burst only).
+fn controllers_only(impls: &[Implementation]) -> Vec<Implementation> {
+    impls
+        .iter()
+        .copied()
+        .filter(|i| *i != Implementation::Floor)
+        .collect()
 }
 
 fn churn_opts(a: &RunArgs, timeout: Duration) -> ChurnOpts {
@@ -550,7 +572,7 @@ async fn scale_all(
     timeout: Duration,
     out: &mut Sink<'_>,
 ) -> anyhow::Result<()> {
-    for &implementation in impls {
+    for implementation in controllers_only(impls) {
         if implementation == Implementation::Upstream {
             out(Record::not_run(
                 Scenario::Scale,
@@ -606,7 +628,7 @@ async fn datapath_all(
     impls: &[Implementation],
     out: &mut Sink<'_>,
 ) -> anyhow::Result<()> {
-    for &implementation in impls {
+    for implementation in controllers_only(impls) {
         if implementation == Implementation::Upstream {
             out(Record::not_run(
                 Scenario::Datapath,
@@ -650,7 +672,8 @@ async fn services_all(
         }
         // 200 VIP ports on top of the VMs': Neutron's default 500-port quota is not what is measured.
         profile.neutron.quotas.insert("port".into(), -1);
-        for &implementation in impls {
+        let who = controllers_only(impls);
+        repeats::measure(&who, a.repeats as usize, out, async |implementation| {
             let spec = Spec {
                 scenario: if provider == "ovn" {
                     "svc_ovn"
@@ -675,8 +698,13 @@ async fn services_all(
                 variant_suffix: "",
             };
             eprintln!(
-                "services: {implementation:?} {provider} at time-scale {} ({} x {} endpoints, rolling {} by {})",
-                profile.time_scale, a.services, a.services_endpoints, a.services_rolling_pods, a.services_rolling_step
+                "services: {} {provider} at time-scale {} ({} x {} endpoints, rolling {} by {})",
+                implementation.name(),
+                profile.time_scale,
+                a.services,
+                a.services_endpoints,
+                a.services_rolling_pods,
+                a.services_rolling_step
             );
             let o = ServicesOpts {
                 services: a.services,
@@ -686,8 +714,53 @@ async fn services_all(
                 provider: provider.clone(),
                 timeout,
             };
-            out(services::run(s, spec, &o).await)?;
-        }
+            services::run(s, spec, &o).await
+        })
+        .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod args_tests {
+    use clap::Parser as _;
+
+    #[test]
+    fn later_flags_replace_earlier_ones() {
+        // bench/run --smoke passes its own flags first; the user's come after and win.
+        let args = super::Args::try_parse_from([
+            "kuryr-bench",
+            "run",
+            "burst",
+            "--impls",
+            "kuryr-rs",
+            "--repeats",
+            "1",
+            "--kuryr-bin",
+            "k",
+            "--upstream-venv",
+            "v",
+            "--impls",
+            "kuryr-rs,floor",
+            "--repeats",
+            "2",
+        ])
+        .expect("parses");
+        let super::Cmd::Run(a) = args.cmd else {
+            panic!("not run");
+        };
+        assert_eq!(a.impls, vec!["kuryr-rs".to_string(), "floor".to_string()]);
+        assert_eq!(a.repeats, 2);
+        assert!(super::Args::try_parse_from([
+            "kuryr-bench",
+            "run",
+            "--repeats",
+            "0",
+            "--kuryr-bin",
+            "k",
+            "--upstream-venv",
+            "v"
+        ])
+        .is_err());
+    }
 }

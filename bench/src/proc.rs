@@ -1,4 +1,5 @@
-//! Footprint of a process from /proc: peak and current RSS, CPU-seconds (user + system).
+//! Footprint of a process from /proc: its resident set now (`VmRSS`) and at its highest since it started
+//! (`VmHWM`, the high-water mark), CPU-seconds (user + system).
 
 use std::path::Path;
 
@@ -7,15 +8,17 @@ const USER_HZ: f64 = 100.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Footprint {
-    pub rss_mib: f64,
-    pub peak_rss_mib: f64,
+    /// `VmRSS`: resident now.
+    pub vm_rss_mib: f64,
+    /// `VmHWM`: the most it was resident at any time since it started.
+    pub vm_hwm_mib: f64,
     /// The anonymous part of the RSS (heap, stacks): the RSS less the binary's file pages, which are
     /// shared and reclaimable (the controller's text is ~30 MB).
     pub anon_mib: Option<f64>,
     pub cpu_s: f64,
 }
 
-/// RSS and peak RSS (VmHWM) in MiB from a `/proc/<pid>/status` text.
+/// `VmRSS` and `VmHWM` in MiB from a `/proc/<pid>/status` text.
 pub fn parse_status(text: &str) -> Option<(f64, f64)> {
     Some((kib(text, "VmRSS:")? / 1024.0, kib(text, "VmHWM:")? / 1024.0))
 }
@@ -46,11 +49,11 @@ pub fn parse_stat(text: &str) -> Option<f64> {
 pub fn read(pid: u32) -> Option<Footprint> {
     let dir = Path::new("/proc").join(pid.to_string());
     let status = std::fs::read_to_string(dir.join("status")).ok()?;
-    let (rss_mib, peak_rss_mib) = parse_status(&status)?;
+    let (vm_rss_mib, vm_hwm_mib) = parse_status(&status)?;
     let cpu_s = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
     Some(Footprint {
-        rss_mib,
-        peak_rss_mib,
+        vm_rss_mib,
+        vm_hwm_mib,
         anon_mib: parse_anon(&status),
         cpu_s,
     })
@@ -79,6 +82,6 @@ mod tests {
     #[test]
     fn this_process_is_readable() {
         let f = read(std::process::id()).expect("own /proc entry");
-        assert!(f.rss_mib > 0.0 && f.peak_rss_mib >= f.rss_mib, "{f:?}");
+        assert!(f.vm_rss_mib > 0.0 && f.vm_hwm_mib >= f.vm_rss_mib, "{f:?}");
     }
 }

@@ -1,10 +1,20 @@
 //! The result schema: one JSON file per run under `bench/results/`, holding the machine, the commit and
 //! one record per (scenario, implementation, variant). Figures that do not apply are `null`, with `note`
 //! saying why.
+//!
+//! Schema 2 (repeats, the floor, API request counts, phase times) only adds fields, each with a serde
+//! default: a schema-1 file loads as a run of one repeat without them.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: u32 = 1;
+use crate::apimetrics::ApiRequests;
+
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Schema versions this build reads.
+const READABLE: std::ops::RangeInclusive<u32> = 1..=SCHEMA_VERSION;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -36,6 +46,26 @@ pub enum Implementation {
     KuryrRs,
     #[serde(rename = "upstream")]
     Upstream,
+    /// The bench's own minimal controller (`floor.rs`): the least the scenario costs on this machine.
+    #[serde(rename = "floor")]
+    Floor,
+}
+
+impl Implementation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::KuryrRs => "kuryr-rs",
+            Implementation::Upstream => "upstream",
+            Implementation::Floor => "floor",
+        }
+    }
+}
+
+/// Where a repeat's session came: which repeat (0-based) and its place in that repeat's order (0 = first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatPlace {
+    pub index: u32,
+    pub position: u32,
 }
 
 /// One measured (or explicitly not measured) figure set.
@@ -63,6 +93,19 @@ pub struct Record {
     pub samples_s: Vec<f64>,
     /// Why figures are null, or anything a reader must know about this record.
     pub note: Option<String>,
+    /// The API server's requests during the measured window (`apimetrics.rs`), whoever sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_requests: Option<ApiRequests>,
+    /// Seconds each phase of the session took (setup, warm_up, create, wait_wired, drain, teardown).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases_s: BTreeMap<String, f64>,
+    /// On a repeated record: each repeat's own record, whose medians the figures above are
+    /// (`repeats.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Record>,
+    /// On an entry of `repeats`: which repeat it was and where it came in that repeat's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatPlace>,
 }
 
 impl Record {
@@ -84,6 +127,10 @@ impl Record {
             extra: serde_json::Map::new(),
             samples_s: Vec::new(),
             note: None,
+            api_requests: None,
+            phases_s: BTreeMap::new(),
+            repeats: Vec::new(),
+            repeat: None,
         }
     }
 
@@ -145,6 +192,14 @@ impl Record {
         if figures.iter().all(|(_, v)| v.is_none()) && self.extra.is_empty() && self.note.is_none() {
             out.push("no figure and no note saying why".into());
         }
+        for (name, v) in &self.phases_s {
+            if !v.is_finite() || *v < 0.0 {
+                out.push(format!("phase {name} is {v}"));
+            }
+        }
+        for (i, r) in self.repeats.iter().enumerate() {
+            out.extend(r.problems().into_iter().map(|p| format!("repeat {i}: {p}")));
+        }
         out
     }
 }
@@ -180,30 +235,48 @@ pub struct Run {
     /// The cloudsim latency profile used (path in the repo) and the time-scale factor applied to it.
     pub profile: String,
     pub time_scale: f64,
+    /// Sessions per (scenario, implementation, variant) (`--repeats`); files before schema 2: one.
+    #[serde(default = "one")]
+    pub repeats: u32,
     pub records: Vec<Record>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Run {
     /// Problems of every record, prefixed by the record's key.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.schema_version != SCHEMA_VERSION {
+        if !READABLE.contains(&self.schema_version) {
             out.push(format!(
-                "schema_version {} (expected {SCHEMA_VERSION})",
+                "schema_version {} (expected {READABLE:?})",
                 self.schema_version
             ));
         }
         for r in &self.records {
             for p in r.problems() {
                 out.push(format!(
-                    "{}/{:?}/{}: {p}",
+                    "{}/{}/{}: {p}",
                     r.scenario.name(),
-                    r.implementation,
+                    r.implementation.name(),
                     r.variant
                 ));
             }
         }
         out
+    }
+
+    /// Adds `r`, or replaces the record of its (scenario, implementation, variant): a repeated variant is
+    /// saved again after each of its repeats.
+    pub fn upsert(&mut self, r: Record) {
+        match self.records.iter_mut().find(|x| {
+            x.scenario == r.scenario && x.implementation == r.implementation && x.variant == r.variant
+        }) {
+            Some(x) => *x = r,
+            None => self.records.push(r),
+        }
     }
 
     /// The record of (scenario, implementation, variant).
@@ -215,10 +288,9 @@ impl Run {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run_with(records: Vec<Record>) -> Run {
+impl Run {
+    /// A run of `records` on a made-up machine, for tests.
+    pub fn sample(records: Vec<Record>) -> Run {
         Run {
             schema_version: SCHEMA_VERSION,
             run_id: "20261122T130000Z".into(),
@@ -238,9 +310,15 @@ mod tests {
             },
             profile: "bench/profiles/published.yaml".into(),
             time_scale: 0.1,
+            repeats: 1,
             records,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn records_serialize_with_every_required_key_and_nulls() {
@@ -281,7 +359,7 @@ mod tests {
         let mut r = Record::new(Scenario::Burst, Implementation::KuryrRs, "cloudsim");
         r.set_latencies(vec![0.3, 0.1, 0.2]);
         r.pods = Some(3);
-        let run = run_with(vec![r]);
+        let run = Run::sample(vec![r]);
         let text = serde_json::to_string(&run).expect("serializes");
         let back: Run = serde_json::from_str(&text).expect("parses");
         assert_eq!(back, run);
@@ -306,10 +384,36 @@ mod tests {
         r.p99_s = Some(1.0);
         r.max_s = Some(3.0);
         r.cpu_s = Some(-1.0);
-        let p = run_with(vec![r]).problems();
+        let p = Run::sample(vec![r]).problems();
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].contains("cpu_s is -1"), "{p:?}");
         assert!(p[1].contains("out of order"), "{p:?}");
+    }
+
+    #[test]
+    fn schema_1_files_still_load_and_check() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/results/20261127T185223Z.json");
+        let text = std::fs::read_to_string(path).expect("the final issue-20 run is in the repo");
+        let run: Run = serde_json::from_str(&text).expect("a schema-1 file loads");
+        assert_eq!((run.schema_version, run.repeats), (1, 1));
+        assert_eq!(run.records.len(), 33);
+        assert!(run.problems().is_empty(), "{:?}", run.problems());
+        let r = run
+            .find(Scenario::Burst, Implementation::KuryrRs, "cloudsim/pools")
+            .expect("pools burst");
+        assert_eq!(r.p99_s, Some(17.521));
+        assert!(r.repeats.is_empty() && r.api_requests.is_none() && r.phases_s.is_empty());
+        // Written back, it carries none of the new keys it did not have.
+        let v = serde_json::to_value(r).expect("serializes");
+        for key in ["repeats", "repeat", "api_requests", "phases_s"] {
+            assert!(v.get(key).is_none(), "{key} in {v}");
+        }
+        // And the table of a schema-1 file still reads.
+        let t = crate::report::side_by_side(&run);
+        assert!(
+            t.contains("| burst | cloudsim/pools | p99 time-to-wire (s) | 17.521 |"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! The side-by-side table of docs/BENCHMARKS.md, made from one run's JSON.
+//! The side-by-side table of docs/BENCHMARKS.md, made from one run's JSON: per figure each
+//! implementation's median over its repeats with their range, upstream ÷ kuryr-rs, and each of them ×
+//! the floor's.
 
 use std::fmt::Write as _;
 
 use crate::record::{Implementation, Record, Run, Scenario};
-use crate::stats::ratio;
+use crate::repeats::spread;
+use crate::stats::{ratio, Spread};
 
 fn fmt(v: Option<f64>) -> String {
     match v {
@@ -14,6 +17,24 @@ fn fmt(v: Option<f64>) -> String {
             .to_string(),
         None => "—".into(),
     }
+}
+
+/// A cell: the median, and the range when the repeats differ.
+fn cell(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.min < s.max => format!(
+            "{} ({}–{})",
+            fmt(Some(s.median)),
+            fmt(Some(s.min)),
+            fmt(Some(s.max))
+        ),
+        Some(s) => fmt(Some(s.median)),
+        None => "—".into(),
+    }
+}
+
+fn times(q: Option<f64>) -> String {
+    q.map(|q| format!("{q:.1}×")).unwrap_or_else(|| "—".into())
 }
 
 /// A figure of a record, by label.
@@ -44,20 +65,33 @@ const METRICS: &[Figure] = &[
             .as_f64()
             .filter(|n| *n > 0.0)
     }),
-    ("controller RSS (MiB; burst/churn: peak)", |r| r.rss_mib),
+    ("API server requests in the window", |r| {
+        r.api_requests.as_ref().map(|a| a.total as f64)
+    }),
+    ("API server requests / pod", |r| {
+        r.api_requests.as_ref()?.per(r.pods?)
+    }),
+    ("controller RSS (MiB; VmHWM, scale: VmRSS)", |r| r.rss_mib),
     ("controller CPU (s)", |r| r.cpu_s),
     ("resync after restart (s)", |r| r.resync_s),
 ];
 
-/// Markdown: for every (scenario, variant), each figure of kuryr-rs and upstream and their ratio
-/// (upstream ÷ kuryr-rs: above 1 means kuryr-rs needs less), then the notes.
+const WHO: [Implementation; 3] = [
+    Implementation::KuryrRs,
+    Implementation::Upstream,
+    Implementation::Floor,
+];
+
+/// Markdown: for every (scenario, variant), each figure of kuryr-rs, upstream and the floor (median and
+/// range over the repeats), upstream ÷ kuryr-rs (above 1: kuryr-rs needs less) and each of the two ÷ the
+/// floor (how many times the least this machine allows), on the medians; then the notes.
 pub fn side_by_side(run: &Run) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| scenario | variant | figure | kuryr-rs | upstream | upstream ÷ kuryr-rs |"
+        "| scenario | variant | figure | kuryr-rs | upstream | floor | upstream ÷ kuryr-rs | kuryr-rs ÷ floor | upstream ÷ floor |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut keys: Vec<(&str, &str)> = Vec::new();
     // Datapath figures are not controller figures: they get their own table below.
     let datapath = |r: &Record| r.scenario == Scenario::Datapath && r.variant.starts_with("lab/");
@@ -73,29 +107,30 @@ pub fn side_by_side(run: &Run) -> String {
                 .iter()
                 .find(|r| r.scenario.name() == scenario && r.variant == variant && r.implementation == i)
         };
-        let (ours, theirs) = (find(Implementation::KuryrRs), find(Implementation::Upstream));
+        let [ours, theirs, floor] = WHO.map(find);
+        let mut rows = 0;
         for (label, get) in METRICS {
-            let a = ours.and_then(get);
-            let b = theirs.and_then(get);
-            if a.is_none() && b.is_none() {
+            let [a, b, f] = [ours, theirs, floor].map(|r| r.and_then(|r| spread(r, get)));
+            if a.is_none() && b.is_none() && f.is_none() {
                 continue;
             }
-            let q = ratio(b, a)
-                .map(|q| format!("{q:.1}×"))
-                .unwrap_or_else(|| "—".into());
+            let [ma, mb, mf] = [a, b, f].map(|s| s.map(|s| s.median));
             let _ = writeln!(
                 out,
-                "| {scenario} | {variant} | {label} | {} | {} | {q} |",
-                fmt(a),
-                fmt(b)
+                "| {scenario} | {variant} | {label} | {} | {} | {} | {} | {} | {} |",
+                cell(a),
+                cell(b),
+                cell(f),
+                times(ratio(mb, ma)),
+                times(ratio(ma, mf)),
+                times(ratio(mb, mf)),
             );
+            rows += 1;
         }
-        if ours.is_some_and(|r| r.pods.is_none() && r.p50_s.is_none() && r.extra.is_empty())
-            && theirs.is_none_or(|r| r.p50_s.is_none())
-        {
+        if rows == 0 {
             let _ = writeln!(
                 out,
-                "| {scenario} | {variant} | (not measured, see notes) | — | — | — |"
+                "| {scenario} | {variant} | (not measured, see notes) | — | — | — | — | — | — |"
             );
         }
     }
@@ -105,11 +140,13 @@ pub fn side_by_side(run: &Run) -> String {
         .filter(|r| !datapath(r))
         .filter_map(|r| {
             r.note.as_ref().map(|n| {
-                let who = match r.implementation {
-                    Implementation::KuryrRs => "kuryr-rs",
-                    Implementation::Upstream => "upstream",
-                };
-                format!("- {} / {} / {}: {}", r.scenario.name(), r.variant, who, n)
+                format!(
+                    "- {} / {} / {}: {}",
+                    r.scenario.name(),
+                    r.variant,
+                    r.implementation.name(),
+                    n
+                )
             })
         })
         .collect();
@@ -137,7 +174,7 @@ pub fn side_by_side(run: &Run) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Commit, Machine, Scenario, SCHEMA_VERSION};
+    use crate::record::Scenario;
 
     #[test]
     fn ratios_are_upstream_over_ours_and_missing_sides_show_dashes() {
@@ -153,37 +190,17 @@ mod tests {
             "cloudsim",
             "no Services controller",
         );
-        let run = Run {
-            schema_version: SCHEMA_VERSION,
-            run_id: "r".into(),
-            started_at: "t".into(),
-            finished_at: None,
-            command: "bench/run".into(),
-            machine: Machine {
-                hostname: "h".into(),
-                cpus: 2,
-                mem_gib: 1.0,
-                cpu_model: "c".into(),
-                kernel: "k".into(),
-            },
-            commit: Commit {
-                sha: "s".into(),
-                dirty: false,
-            },
-            profile: "p".into(),
-            time_scale: 1.0,
-            records: vec![ours, theirs, not],
-        };
+        let run = Run::sample(vec![ours, theirs, not]);
         let t = side_by_side(&run);
         assert!(
-            t.contains("| burst | cloudsim/no-pools | p50 time-to-wire (s) | 1 | 10 | 10.0× |"),
+            t.contains("| burst | cloudsim/no-pools | p50 time-to-wire (s) | 1 | 10 | — | 10.0× | — | — |"),
             "{t}"
         );
         assert!(
-            t.contains("| burst | cloudsim/no-pools | p99 time-to-wire (s) | 2 | 30 | 15.0× |"),
+            t.contains("| burst | cloudsim/no-pools | p99 time-to-wire (s) | 2 | 30 | — | 15.0× | — | — |"),
             "{t}"
         );
-        assert!(t.contains("Neutron writes / pod | 2 | 2 | 1.0× |"), "{t}");
+        assert!(t.contains("Neutron writes / pod | 2 | 2 | — | 1.0× |"), "{t}");
         assert!(
             t.contains("| services | cloudsim | (not measured, see notes)"),
             "{t}"
@@ -193,6 +210,46 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("resync"), "{t}");
+    }
+
+    #[test]
+    fn repeats_show_median_and_range_and_every_figure_is_also_times_the_floor() {
+        use crate::apimetrics::ApiRequests;
+        let rec = |i: Implementation, p99: f64, requests: u64| {
+            let mut r = Record::new(Scenario::Burst, i, "cloudsim/pools");
+            r.set_latencies(vec![p99 / 2.0, p99]);
+            r.pods = Some(10);
+            r.api_requests = Some(ApiRequests {
+                total: requests,
+                ..ApiRequests::default()
+            });
+            r
+        };
+        let combine = |v| crate::repeats::combine(v).expect("repeats");
+        let ours = combine(vec![
+            rec(Implementation::KuryrRs, 3.0, 40),
+            rec(Implementation::KuryrRs, 5.0, 40),
+            rec(Implementation::KuryrRs, 4.0, 40),
+        ]);
+        let theirs = combine(vec![
+            rec(Implementation::Upstream, 30.0, 60),
+            rec(Implementation::Upstream, 10.0, 50),
+            rec(Implementation::Upstream, 20.0, 70),
+        ]);
+        let floor = combine(vec![
+            rec(Implementation::Floor, 2.0, 20),
+            rec(Implementation::Floor, 2.0, 20),
+            rec(Implementation::Floor, 2.0, 20),
+        ]);
+        let t = side_by_side(&Run::sample(vec![ours, theirs, floor]));
+        for row in [
+            "| burst | cloudsim/pools | p99 time-to-wire (s) | 4 (3–5) | 20 (10–30) | 2 | 5.0× | 2.0× | 10.0× |",
+            "| API server requests in the window | 40 | 60 (50–70) | 20 | 1.5× | 2.0× | 3.0× |",
+            "| API server requests / pod | 4 | 6 (5–7) | 2 | 1.5× | 2.0× | 3.0× |",
+        ] {
+            assert!(t.contains(row), "{row} not in\n{t}");
+        }
+        assert!(!t.contains("Notes"), "{t}");
     }
 
     #[test]

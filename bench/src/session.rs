@@ -12,6 +12,7 @@ use lab_tests::Lab;
 use crate::calls::CallCounts;
 use crate::cloud::BenchCloud;
 use crate::controllers::{self, Controller, KuryrRsOpts, UpstreamOpts};
+use crate::floor::Floor;
 use crate::kubeenv::{self, SharedWireLog};
 use crate::record::Implementation;
 
@@ -33,6 +34,9 @@ pub struct Settings {
     pub kuryr_pool_args: Vec<String>,
     pub upstream_venv: PathBuf,
     pub nodes: usize,
+    /// Sessions started so far: numbers each one's namespace, so a repeat never meets the namespace of
+    /// the one before it, which the API server may still be deleting.
+    pub sessions: std::sync::atomic::AtomicU32,
 }
 
 /// What a session is.
@@ -74,6 +78,8 @@ pub struct Session {
     pub cluster_id: String,
     pub cloud: BenchCloud,
     pub controller: Option<Controller>,
+    /// The floor's in-process controller (implementation `floor`), instead of a child process.
+    pub floor: Option<Floor>,
     pub pods: Api<Pod>,
     pub wire: SharedWireLog,
     watch: tokio::task::JoinHandle<()>,
@@ -87,6 +93,7 @@ fn short(i: Implementation) -> &'static str {
     match i {
         Implementation::KuryrRs => "rs",
         Implementation::Upstream => "up",
+        Implementation::Floor => "fl",
     }
 }
 
@@ -102,6 +109,8 @@ impl Session {
             tag.push('-');
             tag.extend(spec.variant_suffix.chars().filter(char::is_ascii_alphanumeric));
         }
+        let n = s.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tag.push_str(&format!("-{n}"));
         let ns = format!("bench-{}-{tag}", s.run_id);
         let cluster_id = ns.clone();
         let dir = s.work_dir.join(&tag);
@@ -130,6 +139,7 @@ impl Session {
             cluster_id,
             cloud,
             controller: None,
+            floor: None,
             started: Instant::now(),
             warm_released: false,
             client: s.client.clone(),
@@ -146,7 +156,11 @@ impl Session {
         let (wire, watch) = kubeenv::watch_wiring(&s.client, &self.ns);
         self.wire = wire;
         self.watch = watch;
-        self.controller = Some(self.start_controller(s, dir).await?);
+        if self.spec.implementation == Implementation::Floor {
+            self.floor = Some(Floor::start(&s.client, &self.ns, &self.cloud, &self.cluster_id).await?);
+        } else {
+            self.controller = Some(self.start_controller(s, dir).await?);
+        }
         self.started = Instant::now();
         Ok(())
     }
@@ -209,6 +223,7 @@ impl Session {
                     "upstream",
                 )
             }
+            Implementation::Floor => anyhow::bail!("the floor runs in the harness, not as a process"),
         }
     }
 
@@ -267,6 +282,9 @@ impl Session {
             if let Some(c) = self.controller.as_mut() {
                 c.ensure_running()?;
             }
+            if let Some(f) = self.floor.as_ref() {
+                f.ensure_running()?;
+            }
             if Instant::now() > deadline {
                 return Ok(false);
             }
@@ -274,6 +292,12 @@ impl Session {
     }
 
     pub fn log_tail(&self) -> String {
+        if let Some(f) = &self.floor {
+            return format!(
+                "floor's last error: {}",
+                f.last_error().unwrap_or_else(|| "none".into())
+            );
+        }
         self.controller
             .as_ref()
             .map(|c| {
@@ -284,6 +308,23 @@ impl Session {
                 )
             })
             .unwrap_or_default()
+    }
+
+    /// The controller's CPU-seconds so far (None for the floor: it is the harness's own process).
+    pub fn cpu_s(&self) -> Option<f64> {
+        Some(self.controller.as_ref()?.footprint()?.cpu_s)
+    }
+
+    /// The controller's footprint into `r`: `rss_mib` its VmHWM (the peak since it started, warm-up
+    /// included), `extra.vm_rss_mib` its VmRSS now, `cpu_s` since `cpu0`. Nothing for the floor.
+    pub fn record_footprint(&self, r: &mut crate::record::Record, cpu0: Option<f64>) {
+        let Some(f) = self.controller.as_ref().and_then(|c| c.footprint()) else {
+            return;
+        };
+        r.rss_mib = Some(crate::stats::round_ms(f.vm_hwm_mib));
+        r.extra
+            .insert("vm_rss_mib".into(), crate::stats::round_ms(f.vm_rss_mib).into());
+        r.cpu_s = cpu0.map(|c0| crate::stats::round_ms(f.cpu_s - c0));
     }
 
     /// kuryr-rs: the seconds its OpenStack calls have waited for its client's rate limiter so far, summed
@@ -345,18 +386,47 @@ impl Session {
         false
     }
 
+    /// The Neutron ports the namespace's KuryrPorts name (either implementation's shape).
+    async fn kuryrport_port_ids(&self) -> Vec<String> {
+        let kps = kubeenv::kuryrport_api(&self.client, &self.ns);
+        match kps.list(&Default::default()).await {
+            Ok(l) => l
+                .items
+                .iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .flat_map(|v| crate::cleanup::port_ids(&v))
+                .collect(),
+            Err(e) => {
+                eprintln!("listing {}'s KuryrPorts for their ports failed: {e:#}", self.ns);
+                Vec::new()
+            }
+        }
+    }
+
     /// Stops the controller, removes the namespace, the Nodes and (real cloud) every port tagged with
-    /// this session's cluster id.
+    /// this session's cluster id or named by its KuryrPorts.
     pub async fn finish(mut self) {
         if let Some(c) = self.controller.take() {
             c.stop().await;
         }
+        if let Some(f) = self.floor.take() {
+            f.stop();
+        }
         self.watch.abort();
+        // Read before the namespace goes: a session that failed before its drain leaves KuryrPorts whose
+        // ports only they name (upstream's carry no tag on the real cloud).
+        let port_ids = match self.cloud.sim {
+            None => self.kuryrport_port_ids().await,
+            Some(_) => Vec::new(),
+        };
         kubeenv::delete_namespace(&self.client, &self.ns, kubeenv::TEARDOWN_LIMIT).await;
         kubeenv::delete_nodes(&self.client, &self.cloud.vms).await;
         if self.cloud.sim.is_none() {
             if let Err(e) = crate::cleanup::delete_tagged(&self.cloud.cloud, &self.cluster_id).await {
                 eprintln!("cleanup of {} ports failed: {e:#}", self.cluster_id);
+            }
+            if let Err(e) = crate::cleanup::delete_ids(&self.cloud.cloud, port_ids).await {
+                eprintln!("cleanup of {}'s KuryrPorts' ports failed: {e:#}", self.ns);
             }
             let prefix = format!("{}/", self.ns);
             if let Err(e) =

@@ -37,6 +37,43 @@ pub fn round_ms(s: f64) -> f64 {
     (s * 1000.0).round() / 1000.0
 }
 
+/// The median of repeated figures and their range: what a figure measured over `--repeats` runs is
+/// reported as.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of the finite values; `None` when there is none. An even count's median is the mean of the middle
+    /// two (two repeats give their mean, not the worse one).
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// Median of a sample's finite values (mean of the middle two for an even count); `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    Spread::of(values).map(|s| s.median)
+}
+
 /// `a / b` when both are known and `b` is not zero: the ratios of the side-by-side table.
 pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -91,6 +128,27 @@ mod tests {
             }
         );
         assert_eq!(round_ms(0.0004), 0.0);
+    }
+
+    #[test]
+    fn spread_is_median_and_range() {
+        assert_eq!(
+            Spread::of(&[23.9, 114.8, 46.1]),
+            Some(Spread {
+                median: 46.1,
+                min: 23.9,
+                max: 114.8
+            })
+        );
+        // Even count: the mean of the middle two.
+        let s = Spread::of(&[4.0, 1.0, 3.0, 2.0]).expect("values");
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
+        assert_eq!(Spread::of(&[7.0]).map(|s| s.median), Some(7.0));
+        assert_eq!(Spread::of(&[]), None);
+        assert_eq!(Spread::of(&[1.0, f64::NAN]).map(|s| s.max), Some(1.0));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[f64::INFINITY]), None);
     }
 
     #[test]

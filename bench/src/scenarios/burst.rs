@@ -1,6 +1,7 @@
 //! burst: N pods created at once across the nodes; time-to-wire = pod create call -> KuryrPort wired
-//! (every VIF active), Neutron writes per pod from cloudsim's call log, controller peak RSS and the
-//! CPU-seconds it spent during the burst.
+//! (every VIF active), Neutron writes per pod from cloudsim's call log, the API server's requests from
+//! the pods' first create to the last one wired, controller peak RSS and the CPU-seconds it spent during
+//! the burst, and the time of each phase of the session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
+use crate::apimetrics;
 use crate::calls::CallCounts;
 use crate::kubeenv;
+use crate::phases::Phases;
 use crate::record::{Record, Scenario};
 use crate::session::{Session, Settings, Spec};
 
@@ -33,26 +36,35 @@ pub async fn run(s: &Settings, spec: Spec, o: &BurstOpts) -> Record {
 }
 
 async fn measure(s: &Settings, spec: Spec, o: &BurstOpts) -> anyhow::Result<Record> {
+    let mut phases = Phases::start();
     let mut session = Session::start(s, spec).await?;
-    let result = burst(&mut session, o).await;
+    phases.mark("setup");
+    let result = burst(s, &mut session, o, &mut phases).await;
     let drained = session.drain(o.timeout).await;
+    phases.mark("drain");
     session.finish().await;
+    phases.mark("teardown");
     let mut record = result?;
+    record.phases_s = phases.seconds();
     if !drained {
         record.extra.insert("drained".into(), false.into());
     }
     Ok(record)
 }
 
-pub async fn burst(session: &mut Session, o: &BurstOpts) -> anyhow::Result<Record> {
+pub async fn burst(
+    s: &Settings,
+    session: &mut Session,
+    o: &BurstOpts,
+    phases: &mut Phases,
+) -> anyhow::Result<Record> {
     session.warm_up(o.timeout).await?;
+    phases.mark("warm_up");
     let seq0 = session.last_seq();
-    let cpu0 = session
-        .controller
-        .as_ref()
-        .and_then(|c| c.footprint())
-        .map(|f| f.cpu_s);
+    let cpu0 = session.cpu_s();
     let wait0 = session.ratelimit_wait_s().await;
+    let api0 = apimetrics::try_scrape(&s.client).await;
+    phases.mark("scrape");
     let vms = session.cloud.vms.clone();
     let names: Vec<String> = (0..o.pods).map(|i| format!("burst-{i}")).collect();
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -81,7 +93,15 @@ pub async fn burst(session: &mut Session, o: &BurstOpts) -> anyhow::Result<Recor
         &errors[..errors.len().min(3)]
     );
     let created_in = start.elapsed().as_secs_f64();
+    phases.mark("create");
     let all = session.wait_wired(&names, o.timeout).await?;
+    phases.mark("wait_wired");
+    // Right away: what the controller does after the last pod is wired is not the burst's.
+    let api = match (api0, apimetrics::try_scrape(&s.client).await) {
+        (Some(a0), Some(a1)) => Some(apimetrics::delta(&a0, &a1)),
+        _ => None,
+    };
+    phases.mark("scrape");
     let created = created.lock().map(|m| m.clone()).unwrap_or_default();
     let (samples, missing) = {
         let log = kubeenv::lock(&session.wire);
@@ -129,9 +149,16 @@ pub async fn burst(session: &mut Session, o: &BurstOpts) -> anyhow::Result<Recor
         r.neutron_writes_per_pod = CallCounts::per(c.neutron_writes, o.pods as u64);
         r.extra.insert("calls".into(), c.to_json());
     }
-    if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
-        r.rss_mib = Some(crate::stats::round_ms(f.peak_rss_mib));
-        r.cpu_s = cpu0.map(|c0| crate::stats::round_ms(f.cpu_s - c0));
+    session.record_footprint(&mut r, cpu0);
+    r.api_requests = api;
+    if let Some(f) = &session.floor {
+        use std::sync::atomic::Ordering::Relaxed;
+        r.extra.insert(
+            "floor_ports_created".into(),
+            f.counts.ports_created.load(Relaxed).into(),
+        );
+        r.extra
+            .insert("floor_errors".into(), f.counts.errors.load(Relaxed).into());
     }
     Ok(r)
 }

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::apimetrics;
 use crate::calls::CallCounts;
 use crate::kubeenv;
+use crate::phases::Phases;
 use crate::record::{Record, Scenario};
 use crate::session::{Session, Settings, Spec};
 
@@ -33,21 +35,30 @@ pub async fn run(s: &Settings, spec: Spec, o: &ChurnOpts) -> Record {
 }
 
 async fn measure(s: &Settings, spec: Spec, o: &ChurnOpts) -> anyhow::Result<Record> {
+    let mut phases = Phases::start();
     let mut session = Session::start(s, spec).await?;
-    let result = churn(&mut session, o).await;
+    phases.mark("setup");
+    let result = churn(s, &mut session, o, &mut phases).await;
     session.drain(o.timeout).await;
+    phases.mark("drain");
     session.finish().await;
-    result
+    phases.mark("teardown");
+    let mut r = result?;
+    r.phases_s = phases.seconds();
+    Ok(r)
 }
 
-async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
+async fn churn(
+    s: &Settings,
+    session: &mut Session,
+    o: &ChurnOpts,
+    phases: &mut Phases,
+) -> anyhow::Result<Record> {
     session.warm_up(o.timeout).await?;
+    phases.mark("warm_up");
     let seq0 = session.last_seq();
-    let cpu0 = session
-        .controller
-        .as_ref()
-        .and_then(|c| c.footprint())
-        .map(|f| f.cpu_s);
+    let cpu0 = session.cpu_s();
+    let api0 = apimetrics::try_scrape(&s.client).await;
     let wait0 = session.ratelimit_wait_s().await;
     let vms = session.cloud.vms.clone();
     let n = (o.rate_per_s * o.duration.as_secs_f64()).round() as usize;
@@ -85,6 +96,11 @@ async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
         names.iter().all(|n| l.gone.contains_key(n))
     })
     .await;
+    phases.mark("churn");
+    let api = match (api0, apimetrics::try_scrape(&s.client).await) {
+        (Some(a0), Some(a1)) => Some(apimetrics::delta(&a0, &a1)),
+        _ => None,
+    };
     let created = created.lock().map(|m| m.clone()).unwrap_or_default();
     let (samples, missing) = {
         let log = kubeenv::lock(&session.wire);
@@ -126,9 +142,7 @@ async fn churn(session: &mut Session, o: &ChurnOpts) -> anyhow::Result<Record> {
         r.neutron_writes_per_pod = CallCounts::per(c.neutron_writes, n as u64);
         r.extra.insert("calls".into(), c.to_json());
     }
-    if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
-        r.rss_mib = Some(crate::stats::round_ms(f.peak_rss_mib));
-        r.cpu_s = cpu0.map(|c0| crate::stats::round_ms(f.cpu_s - c0));
-    }
+    session.record_footprint(&mut r, cpu0);
+    r.api_requests = api;
     Ok(r)
 }

@@ -646,27 +646,7 @@ mod tests {
         let all = [direct, overlay];
         let mut recs = records(&o, &all, [DIRECT, OVERLAY]);
         recs.push(ratio_record(&o, &all, RATIO));
-        let run = Run {
-            schema_version: crate::record::SCHEMA_VERSION,
-            run_id: "r".into(),
-            started_at: "t".into(),
-            finished_at: None,
-            command: "bench/run datapath".into(),
-            machine: crate::record::Machine {
-                hostname: "h".into(),
-                cpus: 2,
-                mem_gib: 1.0,
-                cpu_model: "x".into(),
-                kernel: "k".into(),
-            },
-            commit: crate::record::Commit {
-                sha: "abc".into(),
-                dirty: false,
-            },
-            profile: "p".into(),
-            time_scale: 1.0,
-            records: recs,
-        };
+        let run = Run::sample(recs);
         assert!(run.problems().is_empty(), "{:?}", run.problems());
         let d64 = run
             .find(Scenario::Datapath, Implementation::KuryrRs, "lab/ovn-direct/64B")

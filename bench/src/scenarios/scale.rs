@@ -189,12 +189,12 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
     r.extra
         .insert("build_s".into(), crate::stats::round_ms(wired_in).into());
     if let Some(f) = fp {
-        r.rss_mib = Some(crate::stats::round_ms(f.rss_mib));
+        // rss_mib is VmRSS here (resident 5 s after the build); the peak is VmHWM, under its own name
+        // (`peak_rss_mib` in schema-1 files).
+        r.rss_mib = Some(crate::stats::round_ms(f.vm_rss_mib));
         r.cpu_s = Some(crate::stats::round_ms(f.cpu_s));
-        r.extra.insert(
-            "peak_rss_mib".into(),
-            crate::stats::round_ms(f.peak_rss_mib).into(),
-        );
+        r.extra
+            .insert("vm_hwm_mib".into(), crate::stats::round_ms(f.vm_hwm_mib).into());
         if let Some(anon) = f.anon_mib {
             r.extra
                 .insert("rss_anon_mib".into(), crate::stats::round_ms(anon).into());
@@ -206,7 +206,7 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
         tokio::time::sleep(o.idle).await;
         if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
             r.extra
-                .insert("idle_rss_mib".into(), crate::stats::round_ms(f.rss_mib).into());
+                .insert("idle_rss_mib".into(), crate::stats::round_ms(f.vm_rss_mib).into());
             if let Some(anon) = f.anon_mib {
                 r.extra
                     .insert("idle_rss_anon_mib".into(), crate::stats::round_ms(anon).into());
@@ -241,12 +241,12 @@ async fn scale(s: &Settings, session: &mut Session, o: &ScaleOpts) -> anyhow::Re
     if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
         r.extra.insert(
             "after_resync_rss_mib".into(),
-            crate::stats::round_ms(f.rss_mib).into(),
+            crate::stats::round_ms(f.vm_rss_mib).into(),
         );
         // The restarted process's high-water mark: its initial lists are the largest transient.
         r.extra.insert(
-            "after_resync_peak_rss_mib".into(),
-            crate::stats::round_ms(f.peak_rss_mib).into(),
+            "after_resync_vm_hwm_mib".into(),
+            crate::stats::round_ms(f.vm_hwm_mib).into(),
         );
         r.extra
             .insert("resync_cpu_s".into(), crate::stats::round_ms(f.cpu_s).into());

@@ -70,10 +70,16 @@ pub async fn run(s: &Settings, spec: Spec, o: &ServicesOpts) -> Record {
 }
 
 async fn measure(s: &Settings, spec: Spec, o: &ServicesOpts) -> anyhow::Result<Record> {
+    let mut phases = crate::phases::Phases::start();
     let mut session = Session::start(s, spec).await?;
+    phases.mark("setup");
     let result = services(s, &mut session, o).await;
+    phases.mark("measure");
     session.finish().await;
-    result
+    phases.mark("teardown");
+    let mut r = result?;
+    r.phases_s = phases.seconds();
+    Ok(r)
 }
 
 /// A selector-less ClusterIP Service with one named TCP port.
@@ -144,6 +150,8 @@ pub fn klb_view(implementation: Implementation, klb: &Value) -> (bool, BTreeSet<
             .as_array()
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")),
         Implementation::Upstream => status["loadbalancer"]["id"].is_string(),
+        // No Services floor yet: nothing of its own would ever be settled.
+        Implementation::Floor => false,
     };
     let members = status["members"]
         .as_array()
@@ -371,14 +379,6 @@ async fn create_and_wait(
     Ok(ready)
 }
 
-fn cpu_now(session: &Session) -> Option<f64> {
-    session
-        .controller
-        .as_ref()
-        .and_then(|c| c.footprint())
-        .map(|f| f.cpu_s)
-}
-
 /// The machine's 1-minute load average (a shared 2-core lab: context for the figures).
 fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
@@ -437,7 +437,8 @@ async fn phases(
 
     // 1. N Services x E endpoints at once.
     let seq0 = waiter.session.last_seq();
-    let cpu0 = cpu_now(waiter.session);
+    let cpu0 = waiter.session.cpu_s();
+    let api0 = crate::apimetrics::try_scrape(client).await;
     let load0 = load_average();
     let start = Instant::now();
     let set: Vec<(String, Vec<String>)> = (0..o.services)
@@ -537,9 +538,10 @@ async fn phases(
         r.extra
             .insert("client_ratelimit_wait_s".into(), round_ms(wait).into());
     }
-    if let Some(f) = session.controller.as_ref().and_then(|c| c.footprint()) {
-        r.rss_mib = Some(round_ms(f.peak_rss_mib));
-        r.cpu_s = cpu0.map(|c0| round_ms(f.cpu_s - c0));
+    session.record_footprint(&mut r, cpu0);
+    // The whole measured window: the Services at once and the rolling update.
+    if let (Some(a0), Some(a1)) = (api0, crate::apimetrics::try_scrape(client).await) {
+        r.api_requests = Some(crate::apimetrics::delta(&a0, &a1));
     }
     let mut notes = Vec::new();
     if not_ready > 0 {

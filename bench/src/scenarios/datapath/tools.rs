@@ -245,20 +245,7 @@ pub fn servers(pod: &Pod) -> anyhow::Result<Vec<Server>> {
     ])
 }
 
-/// Median of a sample (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use crate::stats::median;
 
 #[cfg(test)]
 mod tests {
@@ -308,12 +295,5 @@ sockperf: ---> <MIN> observation =   12.188\n";
         let err = r#"{"start": {}, "intervals": [], "end": {}, "error": "unable to connect to server"}"#;
         let e = parse_iperf3(err).expect_err("an error report");
         assert!(e.to_string().contains("unable to connect"), "{e}");
-    }
-
-    #[test]
-    fn median_of_odd_and_even_samples() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
     }
 }
