@@ -76,8 +76,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     }
     if st.all_active() {
         if ready_is_stale(kp, &st) {
-            status::mark(kp, &mut st);
-            status::write(ctx, kp, &st).await?;
+            status::write(ctx, kp, &mut st, None).await?;
         }
         return Ok(Action::requeue(RESYNC));
     }
@@ -93,8 +92,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     if !changed {
         return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
     }
-    status::mark(kp, &mut st);
-    status::write(ctx, kp, &st).await?;
+    status::write(ctx, kp, &mut st, None).await?;
     if st.all_active() {
         return Ok(wired(ctx, kp));
     }
@@ -167,8 +165,7 @@ async fn record(
     for (ifname, v) in made.iter() {
         set_vif(st, ifname, v.clone());
     }
-    status::mark(kp, st);
-    status::write(ctx, kp, st).await
+    status::write(ctx, kp, st, None).await
 }
 
 /// The port whose status says the VIF is up (macvlan: the VM port; the pod's own port stays DOWN).
@@ -298,8 +295,7 @@ async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
         return;
     }
     let mut st = ctx.book.status_of(kp);
-    status::mark_failed(kp, &mut st, err);
-    if let Err(e) = status::write(ctx, kp, &st).await {
+    if let Err(e) = status::write(ctx, kp, &mut st, Some(err)).await {
         warn!(
             error = &e as &dyn std::error::Error,
             "cannot record the failure in the status"

@@ -13,25 +13,14 @@ use crate::errors::{Error, Result};
 
 pub const STATUS_MANAGER: &str = "kuryr-controller-status";
 
-/// Sets the `Ready` condition computed from the VIFs and `observedGeneration`.
-pub fn mark(kp: &KuryrPort, status: &mut KuryrPortStatus) {
-    let cond = ready_condition(status, None, kp.metadata.generation, Timestamp::now());
-    set_condition(&mut status.conditions, cond);
-    status.observed_generation = kp.metadata.generation;
-}
-
-/// `Ready=False` with the error's reason and message.
-pub fn mark_failed(kp: &KuryrPort, status: &mut KuryrPortStatus, err: &Error) {
-    let cond = match err {
-        Error::Core(core) => ready_condition(status, Some(core), kp.metadata.generation, Timestamp::now()),
-        other => Condition::new(READY, ConditionStatus::False, other.reason(), other.to_string())
-            .with_transition_time(Timestamp::now())
-            .with_observed_generation(kp.metadata.generation),
-    };
-    set_condition(&mut status.conditions, cond);
-}
-
-pub async fn write(ctx: &Context, kp: &KuryrPort, status: &KuryrPortStatus) -> Result<()> {
+/// Sets `Ready` (from the VIFs, or `failure`'s reason and message) and writes the whole status.
+pub async fn write(
+    ctx: &Context,
+    kp: &KuryrPort,
+    status: &mut KuryrPortStatus,
+    failure: Option<&Error>,
+) -> Result<()> {
+    mark(kp, status, failure);
     let ns = kp.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let api: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
     let body = json!({
@@ -49,6 +38,29 @@ pub async fn write(ctx: &Context, kp: &KuryrPort, status: &KuryrPortStatus) -> R
     .map_err(Error::kube("patch_kuryrport_status"))?;
     ctx.book.wrote_status(&crate::toolkit::Uid::of(kp), status);
     Ok(())
+}
+
+/// The `Ready` condition: computed from the VIFs (with `observedGeneration`), or `Ready=False` with a
+/// failure's reason and message.
+fn mark(kp: &KuryrPort, status: &mut KuryrPortStatus, failure: Option<&Error>) {
+    let generation = kp.metadata.generation;
+    let cond = match failure {
+        // kuryr-core words the VIFs' progress and its own failures.
+        None | Some(Error::Core(_)) => {
+            let core = failure.and_then(|e| match e {
+                Error::Core(core) => Some(core),
+                _ => None,
+            });
+            ready_condition(status, core, generation, Timestamp::now())
+        }
+        Some(other) => Condition::new(READY, ConditionStatus::False, other.reason(), other.to_string())
+            .with_transition_time(Timestamp::now())
+            .with_observed_generation(generation),
+    };
+    set_condition(&mut status.conditions, cond);
+    if failure.is_none() {
+        status.observed_generation = generation;
+    }
 }
 
 #[cfg(test)]
@@ -86,12 +98,12 @@ mod tests {
             first: 1,
             last: 4094,
         });
-        mark_failed(&kp, &mut st, &err);
+        mark(&kp, &mut st, Some(&err));
         let ready = find_condition(&st.conditions, READY).unwrap();
         assert_eq!(ready.reason, "VlanRangeExhausted");
         assert_eq!(ready.status, ConditionStatus::False);
 
-        mark(&kp, &mut st);
+        mark(&kp, &mut st, None);
         let ready = find_condition(&st.conditions, READY).unwrap();
         assert_eq!(ready.reason, "Allocating");
         assert_eq!(st.observed_generation, Some(3));
@@ -100,7 +112,7 @@ mod tests {
     #[test]
     fn a_non_core_failure_carries_its_own_reason() {
         let mut st = KuryrPortStatus::default();
-        mark_failed(&mk_kp(), &mut st, &Error::NodeNotFound("w1".into()));
+        mark(&mk_kp(), &mut st, Some(&Error::NodeNotFound("w1".into())));
         let ready = find_condition(&st.conditions, READY).unwrap();
         assert_eq!(ready.reason, "NodeNotFound");
         assert!(ready.message.contains("w1"));
