@@ -2,6 +2,7 @@
 //! ports of one pod ([`podport`]), warm pools ([`pool`]), nested-macvlan ([`macvlan`]), what is kept per
 //! KuryrPort ([`book`]), the status ([`status`]) and the controller itself ([`reconcile`]).
 
+pub mod active;
 pub mod allocate;
 pub mod attach_queue;
 pub mod book;

@@ -10,16 +10,14 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_api::{finalizers, Api, KuryrPort, KuryrPortStatus, Resource, ResourceExt, Vif, VifType};
-use kuryr_core::backoff::poll_delay;
 use kuryr_core::kuryrport::{facts, set_vif};
-use kuryr_core::neutron::PortStatus;
 use kuryr_core::vif::PodFacts;
-use tracing::{debug, info, instrument, warn};
+use tracing::{info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
-use crate::ports::{allocate, podport, pool, status};
+use crate::ports::{active, allocate, podport, pool, status};
 use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrport";
@@ -29,9 +27,6 @@ impl Reconciled for KuryrPort {
 }
 /// Periodic re-check of a wired KuryrPort.
 const RESYNC: Duration = Duration::from_secs(600);
-/// How long a new port may take to go ACTIVE before the status is written without it (ML2/OVN subports:
-/// 0.05-1.3 s).
-const SETTLE: Duration = Duration::from_secs(2);
 
 #[instrument(skip(kp, ctx), fields(namespace = kp.namespace(), name = kp.name_any()))]
 pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> {
@@ -80,16 +75,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         }
         return Ok(Action::requeue(RESYNC));
     }
-    // Waiting for ACTIVE: poll every port not ACTIVE yet (macvlan: the VM port, the pod port stays DOWN).
-    let mut changed = false;
-    for entry in st.vifs.values_mut().filter(|v| !v.vif.active) {
-        let port = ctx.port_reads.get(polled_port(&entry.vif)).await?;
-        if is_up(&entry.vif, &port) {
-            entry.vif.active = true;
-            changed = true;
-        }
-    }
-    if !changed {
+    if !active::poll(ctx, &mut st).await? {
         return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
     }
     status::write(ctx, kp, &mut st, None).await?;
@@ -139,7 +125,7 @@ async fn record(
             let trunk = vif.trunk_id.as_deref();
             podport::delete_duplicates(ctx, &kp.spec.pod_uid, &vif.port_id, trunk).await?;
         }
-        *vif = settle(ctx, vif.clone()).await;
+        *vif = active::settle(ctx, vif.clone()).await;
     }
     // Extra networks: a port of its own each.
     let mut extra = kp.spec.additional_networks.as_slice();
@@ -160,58 +146,12 @@ async fn record(
     }
     for net in extra {
         let v = allocate::allocate_additional(ctx, vif_type, pod, &net.subnet_id).await?;
-        made.push((net.interface.clone(), settle(ctx, v).await));
+        made.push((net.interface.clone(), active::settle(ctx, v).await));
     }
     for (ifname, v) in made.iter() {
         set_vif(st, ifname, v.clone());
     }
     status::write(ctx, kp, st, None).await
-}
-
-/// The port whose status says the VIF is up (macvlan: the VM port; the pod's own port stays DOWN).
-fn polled_port(vif: &Vif) -> &str {
-    match (vif.vif_type, &vif.parent_port_id) {
-        (VifType::NestedMacvlan, Some(vm_port)) => vm_port,
-        _ => &vif.port_id,
-    }
-}
-
-/// Whether the polled port says the VIF carries traffic. A macvlan pod's VM port counts once bound and up:
-/// ML2/OVN's Neutron status of it lags OVN by minutes after address-pair updates (docs/pod-networking.md).
-fn is_up(vif: &Vif, polled: &kuryr_openstack::neutron::ports::Port) -> bool {
-    match (vif.vif_type, &vif.parent_port_id) {
-        (VifType::NestedMacvlan, Some(_)) => super::macvlan::vm_port_up(polled),
-        _ => PortStatus::parse(&polled.status).is_active(),
-    }
-}
-
-/// Waits up to [`SETTLE`] for a new port to go ACTIVE before its first status write. The CNI daemon binds
-/// only once every VIF is active, so a status naming a port still DOWN serves no one, and writing it costs
-/// the apiserver a second patch per pod and the pod a requeue (a 500-pod burst from fresh pool ports: 500
-/// patches). A crash meanwhile loses nothing: a pool port no status names goes back to its pool at the
-/// rebuild, a port of the pod's own is found by its ownership tags. A failed read only ends the wait.
-async fn settle(ctx: &Context, mut vif: Vif) -> Vif {
-    let deadline = tokio::time::Instant::now() + SETTLE;
-    let mut polls = 0;
-    while !vif.active {
-        let delay = poll_delay(ctx.config.active_poll_min, ctx.config.active_poll_max, polls);
-        if tokio::time::Instant::now() + delay > deadline {
-            break;
-        }
-        tokio::time::sleep(delay).await;
-        polls += 1;
-        match ctx.port_reads.get(polled_port(&vif)).await {
-            Ok(port) => vif.active = is_up(&vif, &port),
-            Err(e) => {
-                debug!(
-                    error = &e as &dyn std::error::Error,
-                    "ACTIVE read failed; writing the status now"
-                );
-                break;
-            }
-        }
-    }
-    vif
 }
 
 /// The uid of the KuryrPort's pod: its wiring clock and its Events are kept under it.
