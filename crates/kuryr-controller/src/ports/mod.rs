@@ -14,5 +14,6 @@ pub mod podport;
 pub mod pool;
 pub mod pool_state;
 pub mod reconcile;
+pub mod release;
 pub mod status;
 pub mod trunk;

@@ -17,7 +17,7 @@ use tracing::{info, instrument, warn};
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
-use crate::ports::{active, allocate, podport, pool, status};
+use crate::ports::{active, allocate, podport, pool, release, status};
 use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrport";
@@ -100,7 +100,7 @@ async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, pod_uid: &Uid, mut st: KuryrPo
     let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
     if let Err(e) = record(kp, ctx, vif_type, &pod, &mut made, &mut st).await {
         // Nobody will know of the ports: give them back now rather than leak them.
-        undo_all(ctx, &made, &kp.spec.pod_node_name).await;
+        release::undo_all(ctx, &made, &kp.spec.pod_node_name).await;
         return Err(e);
     }
     if st.all_active() {
@@ -185,13 +185,6 @@ fn ready_is_stale(kp: &KuryrPort, st: &kuryr_api::KuryrPortStatus) -> bool {
     st.all_active() && !is_condition_true(seen, READY)
 }
 
-/// Gives back every port of `made` (interface, VIF) the status never got to name.
-async fn undo_all(ctx: &Context, made: &[(String, Vif)], node_name: &str) {
-    for (_, v) in made {
-        allocate::undo(ctx, v, node_name).await;
-    }
-}
-
 /// Gives every port back (to its pool, or detached and deleted; 404 is done), then deletes whatever else
 /// still carries the pod's ownership tags. A port another KuryrPort names now (it went back to a pool and was
 /// taken again before this cleanup finished) is not touched.
@@ -208,7 +201,7 @@ async fn cleanup(kp: &KuryrPort, ctx: &Context) -> Result<Action> {
             continue;
         }
         let (done, n) =
-            metrics::counting_calls(allocate::release(ctx, &entry.vif, &kp.spec.pod_node_name)).await;
+            metrics::counting_calls(release::release(ctx, &entry.vif, &kp.spec.pod_node_name)).await;
         done?;
         calls += n;
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kuryr_controller::ports::{allocate, pool};
+use kuryr_controller::ports::{pool, release};
 use kuryr_core::pool::{PoolKey, PoolParent};
 use kuryr_core::PoolLimits;
 use kuryr_openstack::neutron::ports::{self, CreatePort};
@@ -84,7 +84,7 @@ async fn a_released_pool_port_goes_back_to_its_pool() {
     let vif = vif(&kp).clone();
     let free_before = free(&h, &cloud).len();
 
-    allocate::release(&h.ctx, &vif, &kp.spec.pod_node_name)
+    release::release(&h.ctx, &vif, &kp.spec.pod_node_name)
         .await
         .unwrap();
 
@@ -209,7 +209,7 @@ async fn an_extra_network_has_a_pool_of_its_own_that_takes_its_ports_back_and_se
         "data0 came from the extra network's pool"
     );
 
-    allocate::release(&h.ctx, &data0, NODE).await.unwrap();
+    release::release(&h.ctx, &data0, NODE).await.unwrap();
     let free: Vec<String> = pool::pool_snapshot(&h.ctx, &extra_key)
         .free_ports()
         .map(|p| p.port_id.clone())
