@@ -1,6 +1,7 @@
-//! The KuryrPort side: which driver wires a pod ([`allocate`]), the node trunks and their VLANs ([`trunk`]),
-//! ports of one pod ([`podport`]), warm pools ([`pool`]), nested-macvlan ([`macvlan`]), what is kept per
-//! KuryrPort ([`book`]), the status ([`status`]) and the controller itself ([`reconcile`]).
+//! The KuryrPort side: making a pod's ports ([`allocate`]) and giving them back ([`release`]), the node
+//! trunks and their VLANs ([`trunk`]), ports of one pod ([`podport`]), warm pools ([`pool`]), nested-macvlan
+//! ([`macvlan`]), what is kept per KuryrPort ([`book`]), the status ([`status`]) and the controller itself
+//! ([`reconcile`]).
 
 pub mod active;
 pub mod allocate;

@@ -15,7 +15,12 @@ use kuryr_convert as convert;
 
 /// Creates the pod's port and attaches it; returns its VIF (`active: false` until Neutron says ACTIVE).
 /// Nothing is left behind on failure: the port is detached and deleted, its VLAN released.
-pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnets: &[Subnet]) -> Result<Vif> {
+pub async fn create_subport(
+    ctx: &Context,
+    facts: &PodFacts,
+    parent: &Parent,
+    subnets: &[Subnet],
+) -> Result<Vif> {
     let driver = NestedVlan {
         link_iface: ctx.config.driver.link_iface.clone(),
     };
@@ -48,7 +53,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnets:
             Ok(vif)
         }
         Err(e) => {
-            release(ctx, &parent.trunk_id, &port.id).await;
+            detach_and_delete(ctx, &parent.trunk_id, &port.id).await;
             Err(e.into())
         }
     }
@@ -56,7 +61,7 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, parent: &Parent, subnets:
 
 /// Best-effort rollback of an attached port (errors are logged; the tag scan of the cleanup catches
 /// whatever is left).
-pub async fn release(ctx: &Context, trunk_id: &str, port_id: &str) {
+async fn detach_and_delete(ctx: &Context, trunk_id: &str, port_id: &str) {
     if let Err(e) = ctx.trunks.detach(&ctx.cloud, trunk_id, port_id).await {
         warn!(
             port = port_id,

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use kuryr_api::Vif;
 use kuryr_core::neutron::{Subnet, SUBPORT_DEVICE_OWNER};
-use kuryr_core::vif::{PodFacts, PortOwner, PortParams};
-use kuryr_core::{OwnerKind, VifDriver};
+use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
+use kuryr_core::{NeutronVif, OwnerKind, VifDriver};
 use kuryr_openstack::neutron::ports::{self, Port};
 use kuryr_openstack::neutron::Filter;
 use kuryr_openstack::Owner;
@@ -43,6 +44,22 @@ pub async fn create(
         .ok_or_else(|| Error::Unexpected("bulk create answered without the port".into()))
 }
 
+/// A port of the pod's own bound to its node (neutron-vif without a pool); deleted again when no VIF can be
+/// made of it.
+pub async fn bound(ctx: &Context, facts: &PodFacts, subnets: &[Subnet]) -> Result<Vif> {
+    let driver = NeutronVif {
+        bridge: ctx.config.driver.bridge.clone(),
+    };
+    let port = create(ctx, &driver, facts, subnets).await?;
+    match driver.vif(&convert::port(&port), subnets, &Attachment::Bridge) {
+        Ok(vif) => Ok(vif),
+        Err(e) => {
+            delete_quietly(ctx, &port.id).await;
+            Err(e.into())
+        }
+    }
+}
+
 /// Best-effort delete (rollbacks): errors are logged; the cleanup's tag scan catches what is left.
 pub async fn delete_quietly(ctx: &Context, port_id: &str) {
     if let Err(e) = ports::delete(&ctx.cloud, port_id).await {
@@ -57,22 +74,22 @@ pub async fn delete_quietly(ctx: &Context, port_id: &str) {
 /// Detaches and deletes every port still carrying this pod's ownership tags: a duplicate from a retried
 /// create, or a port whose status write never happened. Returns how many were found.
 pub async fn delete_tagged(ctx: &Context, pod_uid: &str) -> Result<usize> {
-    delete_tagged_except(ctx, pod_uid, None, None).await
+    delete_tagged_except(ctx, pod_uid, &[], None).await
 }
 
-/// Before the status names `keep`: any other port tagged for this pod is a duplicate — a create whose
-/// process was killed before its status write (this one was made by the restarted controller), or a create
-/// whose answer was lost and that the client retried. Each holds an address and, once attached, a VLAN;
-/// they go now, not when the pod does. Done before the status write, so a kill at any point leaves at most
-/// ports that the next attempt's scan finds. `trunk`: the pod's node's trunk, where a duplicate subport
-/// sits (no trunk listing then). Returns how many were deleted.
+/// Before the status names the ports of `keep` (this round's): any other port tagged for this pod is a
+/// duplicate — a create whose process was killed before its status write (these were made by the restarted
+/// controller), or a create whose answer was lost and that the client retried. Each holds an address and,
+/// once attached, a VLAN; they go now, not when the pod does. Done before the status write, so a kill at any
+/// point leaves at most ports that the next attempt's scan finds. `trunk`: the pod's node's trunk, where a
+/// duplicate subport sits (no trunk listing then). Returns how many were deleted.
 pub async fn delete_duplicates(
     ctx: &Context,
     pod_uid: &str,
-    keep: &str,
+    keep: &[&str],
     trunk: Option<&str>,
 ) -> Result<usize> {
-    let n = delete_tagged_except(ctx, pod_uid, Some(keep), trunk).await?;
+    let n = delete_tagged_except(ctx, pod_uid, keep, trunk).await?;
     if n > 0 {
         warn!(
             duplicates = n,
@@ -85,12 +102,12 @@ pub async fn delete_duplicates(
 async fn delete_tagged_except(
     ctx: &Context,
     pod_uid: &str,
-    keep: Option<&str>,
+    keep: &[&str],
     trunk: Option<&str>,
 ) -> Result<usize> {
     let owner = owner(ctx, pod_uid);
     let mut left = ports::list(&ctx.cloud, Filter::new().tags(&owner.filter())).await?;
-    left.retain(|p| Some(p.id.as_str()) != keep);
+    left.retain(|p| !keep.contains(&p.id.as_str()));
     let subports: Vec<&str> = left
         .iter()
         .filter(|p| p.device_owner == SUBPORT_DEVICE_OWNER)

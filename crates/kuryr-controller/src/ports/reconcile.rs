@@ -6,18 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
-use kuryr_api::port::DEFAULT_IFNAME;
-use kuryr_api::{finalizers, Api, KuryrPort, KuryrPortStatus, Resource, ResourceExt, Vif, VifType};
-use kuryr_core::kuryrport::{facts, set_vif};
-use kuryr_core::vif::PodFacts;
+use kuryr_api::{finalizers, Api, KuryrPort, KuryrPortStatus, Resource, ResourceExt};
+use kuryr_core::kuryrport::set_vif;
 use tracing::{info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
-use crate::ports::{active, allocate, podport, pool, release, status};
+use crate::ports::allocate::{self, Made};
+use crate::ports::{active, podport, pool, release, status};
 use crate::toolkit::{Reconciled, Uid};
 
 pub const CONTROLLER: &str = "kuryrport";
@@ -61,97 +59,66 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
     result
 }
 
-/// Allocate when there is no port yet, else poll it until ACTIVE.
+/// Wires a KuryrPort that has no port yet, else polls its ports until ACTIVE.
 async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
     let pod_uid = pod_uid(kp);
     ctx.book.first_seen(&pod_uid);
     let mut st = ctx.book.status_of(kp);
-    if st.vifs.is_empty() {
-        return wire(kp, ctx, &pod_uid, st).await;
+    // Wired before (and timed then, or by a process since restarted): only a stale `Ready` is written.
+    let wired_before = st.all_active();
+    let mut made = Made::default();
+    if let Err(e) = update(kp, ctx, &mut st, &mut made).await {
+        // The one rollback: nobody will know of the ports made in this round, so give them back now rather
+        // than leak them.
+        release::undo_all(ctx, &made.ports, &kp.spec.pod_node_name).await;
+        return Err(e);
     }
-    if st.all_active() {
-        if ready_is_stale(kp, &st) {
-            status::write(ctx, kp, &mut st, None).await?;
-        }
+    if wired_before {
         return Ok(Action::requeue(RESYNC));
     }
-    if !active::poll(ctx, &mut st).await? {
-        return Ok(Action::requeue(next_poll(ctx, &pod_uid)));
-    }
-    status::write(ctx, kp, &mut st, None).await?;
     if st.all_active() {
-        return Ok(wired(ctx, kp));
+        return Ok(wired(ctx, &pod_uid));
     }
     Ok(Action::requeue(next_poll(ctx, &pod_uid)))
 }
 
-/// The pod's first ports: allocated, settled and named in the status. Whatever fails once a port was made
-/// gives back every port made in this round: here, the one rollback of the wiring.
-async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, pod_uid: &Uid, mut st: KuryrPortStatus) -> Result<Action> {
-    let vif_type = allocate::vif_type(ctx, kp)?;
-    let project = crate::projects::recorded(ctx, kp.spec.project_id.as_deref());
-    let sgs = allocate::pod_security_groups(ctx, kp, project).await?;
-    let pod = facts(kp, project, sgs)?;
-    let (vif, calls) = metrics::counting_calls(allocate::allocate(ctx, vif_type, &pod)).await;
-    let vif = vif?;
-    // A pool port stays out of the loose-port scan's reach until the status names it or it went back.
-    let _lent = pool::Lent::new(ctx, &vif.port_id);
-    ctx.metrics.calls_per_op("wire", calls);
-    let mut made = vec![(DEFAULT_IFNAME.to_owned(), vif)];
-    if let Err(e) = record(kp, ctx, vif_type, &pod, &mut made, &mut st).await {
-        // Nobody will know of the ports: give them back now rather than leak them.
-        release::undo_all(ctx, &made, &kp.spec.pod_node_name).await;
-        return Err(e);
+/// Brings the status up to date and writes it when it changed: a stale `Ready`, the ports polled for
+/// ACTIVE, or the pod's first ports (`made`, for [`apply`] to give back when anything fails).
+async fn update(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, made: &mut Made) -> Result<()> {
+    let changed = if st.all_active() {
+        ready_is_stale(kp, st)
+    } else if st.vifs.is_empty() {
+        wire(kp, ctx, st, made).await?;
+        true
+    } else {
+        active::poll(ctx, st).await?
+    };
+    if changed {
+        status::write(ctx, kp, st, None).await?;
     }
-    if st.all_active() {
-        return Ok(wired(ctx, kp));
-    }
-    Ok(Action::requeue(next_poll(ctx, pod_uid)))
+    Ok(())
 }
 
-/// After the default port: its duplicates gone, settled, the extra networks' ports, then the status that
-/// names them all. `made` holds every port made so far, for [`wire`] to give back on failure.
-async fn record(
-    kp: &KuryrPort,
-    ctx: &Arc<Context>,
-    vif_type: VifType,
-    pod: &PodFacts,
-    made: &mut Vec<(String, Vif)>,
-    st: &mut KuryrPortStatus,
-) -> Result<()> {
-    if let Some((_, vif)) = made.first_mut() {
-        // A port of its own: earlier attempts cut short may have left others tagged for this pod.
-        if !pool::is_pool_port(ctx, &vif.port_id) {
-            let trunk = vif.trunk_id.as_deref();
-            podport::delete_duplicates(ctx, &kp.spec.pod_uid, &vif.port_id, trunk).await?;
-        }
+/// The pod's first ports: made, their duplicates gone, settled and named in `st`.
+async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, made: &mut Made) -> Result<()> {
+    let (done, calls) = metrics::counting_calls(allocate::ports(ctx, kp, made)).await;
+    done?;
+    ctx.metrics.calls_per_op("wire", calls);
+    let ports = &made.ports;
+    if let Some((_, default)) = ports
+        .first()
+        .filter(|(_, v)| !pool::is_pool_port(ctx, &v.port_id))
+    {
+        // Ports of the pod's own: earlier attempts cut short may have left others tagged for this pod.
+        let keep: Vec<&str> = ports.iter().map(|(_, v)| v.port_id.as_str()).collect();
+        let trunk = default.trunk_id.as_deref();
+        podport::delete_duplicates(ctx, &kp.spec.pod_uid, &keep, trunk).await?;
+    }
+    for (ifname, vif) in &mut made.ports {
         *vif = active::settle(ctx, vif.clone()).await;
+        set_vif(st, ifname, vif.clone());
     }
-    // Extra networks: a port of its own each.
-    let mut extra = kp.spec.additional_networks.as_slice();
-    if !extra.is_empty() && !allocate::additional_supported(vif_type) {
-        // The pod is served on its default network; the rest is told.
-        let msg = format!(
-            "{} additional network(s) not attached: VIF type {vif_type} gives a pod one port only \
-             (nested-vlan and neutron-vif give more)",
-            extra.len()
-        );
-        extra = &[];
-        told(ctx, kp, "AdditionalNetworksUnsupported", msg).await;
-    }
-    if vif_type == VifType::NestedMacvlan && ctx.config.dual_stack() {
-        let msg = "dual-stack: wired with the pod subnet's family only (nested-macvlan pairs one \
-                   address per pod on the VM's port; nested-vlan and neutron-vif give both)";
-        told(ctx, kp, "DualStackUnsupported", msg.to_owned()).await;
-    }
-    for net in extra {
-        let v = allocate::allocate_additional(ctx, vif_type, pod, &net.subnet_id).await?;
-        made.push((net.interface.clone(), active::settle(ctx, v).await));
-    }
-    for (ifname, v) in made.iter() {
-        set_vif(st, ifname, v.clone());
-    }
-    status::write(ctx, kp, st, None).await
+    Ok(())
 }
 
 /// The uid of the KuryrPort's pod: its wiring clock and its Events are kept under it.
@@ -166,8 +133,8 @@ fn next_poll(ctx: &Context, pod_uid: &Uid) -> std::time::Duration {
 }
 
 /// Every port ACTIVE and written: record the time to wire (once per pod).
-fn wired(ctx: &Context, kp: &KuryrPort) -> Action {
-    if let Some(took) = ctx.book.wired(&pod_uid(kp)) {
+fn wired(ctx: &Context, pod_uid: &Uid) -> Action {
+    if let Some(took) = ctx.book.wired(pod_uid) {
         ctx.metrics.wired(took);
         info!(took_ms = took.as_millis(), "port ACTIVE");
     }
@@ -234,12 +201,4 @@ async fn report(kp: &KuryrPort, ctx: &Context, err: &Error) {
             "cannot record the failure in the status"
         );
     }
-}
-
-/// What the pod is wired without, as a log line and a Warning Event on its KuryrPort.
-async fn told(ctx: &Context, kp: &KuryrPort, reason: &str, msg: String) {
-    warn!("{msg}");
-    ctx.events
-        .publish(&kp.object_ref(&()), EventType::Warning, reason, "Wire", msg)
-        .await;
 }
