@@ -1,6 +1,6 @@
 //! How a KuryrPort's ports are made. What they are made from is looked up once (the VIF type and its driver,
-//! the project and SGs, the node's trunk, each interface's subnets), then every port is made in one pass:
-//! from a pool, or a port of the pod's own. Giving a port back is [`crate::ports::release`]'s.
+//! the node's trunk or Neutron host, the project and SGs, each interface's subnets), then every port is made
+//! in one pass: from a pool, or a port of the pod's own. Giving a port back is [`crate::ports::release`]'s.
 
 use std::sync::Arc;
 
@@ -41,10 +41,11 @@ enum Way {
     },
     /// A port of the pod's own, a subport of the node's trunk (nested-vlan).
     Subport(Parent),
-    /// A port of the pod's own, bound to the node (neutron-vif).
-    Bound,
     /// A port of the pod's own, its address paired on the VM's port (nested-macvlan).
     Paired,
+    /// A port of the pod's own, bound to the node (neutron-vif): on the host Neutron names, when not the
+    /// node's name.
+    Bound(Option<String>),
 }
 
 /// What every port of one KuryrPort is made from.
@@ -81,9 +82,9 @@ pub async fn ports(ctx: &Arc<Context>, kp: &KuryrPort, made: &mut Made) -> Resul
                 pool::acquire(ctx, pod, driver.as_ref(), &target, &pod.security_groups).await?
             }
             Way::Subport(parent) => nested_vlan::create_subport(ctx, pod, parent, &subnets).await?,
-            Way::Bound => podport::bound(ctx, pod, &subnets).await?,
             // One address per pod: see `macvlan::allocate`.
             Way::Paired => macvlan::allocate(ctx, pod, &subnets[..subnets.len().min(1)]).await?,
+            Way::Bound(host) => podport::bound(ctx, pod, &subnets, host.as_deref()).await?,
         };
         made._lent.push(pool::Lent::new(ctx, &vif.port_id));
         made.ports.push((ifname, vif));
@@ -105,6 +106,7 @@ async fn plan(kp: &KuryrPort, ctx: &Context) -> Result<Plan> {
         Some(t) => t,
         None => node_vif::of_node(ctx, &kp.spec.pod_node_name)?,
     };
+    let neutron_host = node_vif::neutron_host(ctx, &kp.spec.pod_node_name);
     let project = crate::projects::recorded(ctx, kp.spec.project_id.as_deref());
     // Its KuryrPort's SGs when it names some, else the controller's defaults (resolved to ids, so pool ports
     // compare equal); in a namespace's own project, that project's `default` group (Neutron puts a port only
@@ -158,7 +160,7 @@ async fn plan(kp: &KuryrPort, ctx: &Context) -> Result<Plan> {
             }
         }
         VifType::NeutronVif if pooled => Way::Pooled { parent: None, driver },
-        VifType::NeutronVif => Way::Bound,
+        VifType::NeutronVif => Way::Bound(neutron_host),
         VifType::NestedMacvlan => Way::Paired,
         VifType::NestedDpdk => return Err(Error::Unsupported("VIF type nested-dpdk".into())),
     };

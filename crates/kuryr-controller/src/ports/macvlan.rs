@@ -82,7 +82,8 @@ pub async fn allocate(ctx: &Context, facts: &PodFacts, subnets: &[Subnet]) -> Re
         link_iface: ctx.config.driver.link_iface.clone(),
     };
     let vm_port_id = vm_port_of(ctx, &facts.node_name).await?;
-    let port = podport::create(ctx, &driver, facts, subnets).await?;
+    // Unbound: the VM's port carries the pod's address.
+    let port = podport::create(ctx, &driver, facts, subnets, None).await?;
     let Some(ip) = port.ip().map(str::to_owned) else {
         podport::delete_quietly(ctx, &port.id).await;
         return Err(Error::Unexpected(

@@ -24,7 +24,8 @@ pub async fn create_subport(
     let driver = NestedVlan {
         link_iface: ctx.config.driver.link_iface.clone(),
     };
-    let port = podport::create(ctx, &driver, facts, subnets).await?;
+    // A subport is bound with its trunk: no host of its own.
+    let port = podport::create(ctx, &driver, facts, subnets, None).await?;
     let vlan_id = match ctx
         .trunks
         .attach(&ctx.cloud, &facts.node_name, parent, &port.id)

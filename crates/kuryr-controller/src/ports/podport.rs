@@ -20,23 +20,25 @@ pub fn owner(ctx: &Context, pod_uid: &str) -> Owner {
     Owner::new(&ctx.config.cluster_id, OwnerKind::KuryrPort.as_str(), pod_uid)
 }
 
-/// Creates the pod's port as `driver` asks for it. A bulk create of one: Neutron takes tags in a bulk body
-/// (tag-ports-during-bulk-creation) but not in a single create's, which would cost a second call.
+/// Creates the pod's port as `driver` asks for it; `neutron_host` is where a port bound to the node is bound
+/// when Neutron names the node's host otherwise ([`super::node_vif::neutron_host`]). A bulk create of one:
+/// Neutron takes tags in a bulk body (tag-ports-during-bulk-creation) but not in a single create's, which
+/// would cost a second call.
 pub async fn create(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
     facts: &PodFacts,
     subnets: &[Subnet],
+    neutron_host: Option<&str>,
 ) -> Result<Port> {
     let tags: BTreeSet<String> = owner(ctx, &facts.uid).tags()?.into_iter().collect();
-    let host = super::node_vif::neutron_host(ctx, &facts.node_name);
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pod(facts),
         subnets,
         project_id: &facts.project_id,
         security_groups: &facts.security_groups,
         tags: &tags,
-        neutron_host: host.as_deref(),
+        neutron_host,
     });
     ports::bulk_create(&ctx.cloud, &[convert::create_port(&req)])
         .await?
@@ -46,11 +48,16 @@ pub async fn create(
 
 /// A port of the pod's own bound to its node (neutron-vif without a pool); deleted again when no VIF can be
 /// made of it.
-pub async fn bound(ctx: &Context, facts: &PodFacts, subnets: &[Subnet]) -> Result<Vif> {
+pub async fn bound(
+    ctx: &Context,
+    facts: &PodFacts,
+    subnets: &[Subnet],
+    neutron_host: Option<&str>,
+) -> Result<Vif> {
     let driver = NeutronVif {
         bridge: ctx.config.driver.bridge.clone(),
     };
-    let port = create(ctx, &driver, facts, subnets).await?;
+    let port = create(ctx, &driver, facts, subnets, neutron_host).await?;
     match driver.vif(&convert::port(&port), subnets, &Attachment::Bridge) {
         Ok(vif) => Ok(vif),
         Err(e) => {

@@ -7,7 +7,7 @@ use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 use kuryr_openstack::Owner;
 
-use crate::harness::{harness, harness_on_node, kuryrport, vif, TestCloud};
+use crate::harness::{harness, harness_on_node, kuryrport, vif, TestCloud, NODE};
 
 #[tokio::test]
 async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_status() {
@@ -299,4 +299,26 @@ async fn secondary_pod_subnet_of_the_same_family_is_refused_with_a_config_error(
         cloud.pod_ports().await.is_empty(),
         "no port made on a misconfiguration"
     );
+}
+
+/// neutron-vif without pools: the pod's own port is bound on the host its node's label names (a hypervisor
+/// Neutron knows by another name), else on the node's name.
+#[tokio::test]
+async fn a_neutron_vif_pods_own_port_is_bound_on_the_host_its_nodes_label_names() {
+    let bound_on = |host: Option<&'static str>| async move {
+        let cloud = TestCloud::start().await;
+        let mut node_labels = vec![(labels::POD_VIF, "neutron-vif")];
+        node_labels.extend(host.map(|h| (labels::NEUTRON_HOST, h)));
+        let mut h = harness_on_node(&cloud, &node_labels, |c| c.pools_enabled = false);
+        let kp = h.add_kuryrport(&kuryrport("web-0"));
+        h.reconcile(&kp).await.unwrap();
+        let vif = vif(&h.kuryrport_now(&kp)).clone();
+        assert_eq!(vif.vif_type, VifType::NeutronVif);
+        ports::get(&cloud.cloud, &vif.port_id)
+            .await
+            .unwrap()
+            .binding_host_id
+    };
+    assert_eq!(bound_on(Some("hv-3")).await, "hv-3");
+    assert_eq!(bound_on(None).await, NODE);
 }
