@@ -2,7 +2,9 @@
 //! Lab: neutron-vif pods on Open vSwitch. Two Neutron ports on the lab's pod network, bound to the lab's
 //! chassis as a hypervisor's pods are; `NetlinkBinder` wires each into a namespace of its own (a veth whose
 //! host end it plugs into the real `br-int` through the lab's ovsdb-server), ovn-controller binds them, Neutron
-//! says ACTIVE, and the pods ping each other through OVN. Unbinding removes the OVS port and the host end.
+//! says ACTIVE, and the pods reach each other through OVN: ping, and TCP (on the lab's userspace datapath
+//! only once the binder turned the pod end's transmit checksum offload off: OVN's ACLs drop TCP with a
+//! partial checksum, ICMP passes either way). Unbinding removes the OVS port and the host end.
 
 mod common;
 
@@ -101,6 +103,43 @@ async fn exercise(lab: &Lab, cloud: &Cloud, ports: &mut Vec<String>) -> anyhow::
         (0..15).any(|_| a.0.ping(b_ip)),
         "pod a cannot ping pod b ({b_ip}) through OVN"
     );
+    ensure!(
+        lab_datapath(lab) != "netdev" || tx_checksum(&a.0) == "off",
+        "the pod end of a veth on a userspace datapath kept its transmit checksum offload"
+    );
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &b.0.name,
+            "socat",
+            "TCP-LISTEN:8080,reuseaddr,fork",
+            "SYSTEM:echo served",
+        ])
+        .spawn()?;
+    let answered = (0..10).any(|_| {
+        std::thread::sleep(Duration::from_millis(300));
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &a.0.name,
+                "socat",
+                "-T",
+                "3",
+                "-",
+                &format!("TCP:{b_ip}:8080,connect-timeout=3"),
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("served"))
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    ensure!(
+        answered,
+        "pod a gets no TCP answer from pod b ({b_ip}:8080) through OVN"
+    );
     // A second bind of the same port (a sandbox recreated) replaces the OVS port rather than adding one.
     binder.bind(&a.0.path(), "eth0", &a.1, true).await?;
     let named = vsctl(lab, &["--columns=name", "find", "Port", &format!("name={}", a.2)]);
@@ -127,6 +166,25 @@ async fn exercise(lab: &Lab, cloud: &Cloud, ports: &mut Vec<String>) -> anyhow::
         );
     }
     Ok(())
+}
+
+fn lab_datapath(lab: &Lab) -> String {
+    vsctl(lab, &["get", "Bridge", "br-int", "datapath_type"])
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// `tx-checksum-ip-generic` of the pod's eth0 as ethtool shows it (`on`, `off`, with `[fixed]` if so).
+fn tx_checksum(ns: &TestNs) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "ethtool", "-k", "eth0"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("tx-checksum-ip-generic:"))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// The VIF the controller writes for a neutron-vif port.

@@ -11,7 +11,7 @@ use tracing::{debug, info};
 use super::parent;
 use super::stale::{remove_stale_children, StaleMatch};
 use super::{
-    addr, host_link, link, macvlan, netns, ovsdb, route, veth, vlan, BindError, Binder, Bound, Netns,
+    addr, ethtool, host_link, link, macvlan, netns, ovsdb, route, veth, vlan, BindError, Binder, Bound, Netns,
 };
 
 #[derive(Clone, Debug)]
@@ -162,7 +162,13 @@ impl NetlinkBinder {
             .ok_or_else(|| BindError::NotFound(format!("host end {host_name}")))?;
         let bridge = vif.bridge_name.as_deref().unwrap_or(&self.cfg.bridge);
         let ovs = ovsdb::Ovsdb::new(&self.cfg.ovsdb);
-        if ovs.has_bridge(bridge).await? {
+        if let Some(datapath) = ovs.bridge_datapath(bridge).await? {
+            if datapath == "netdev" {
+                // The userspace datapath does not complete a veth's partial checksums (ethtool.rs).
+                let dev = ifname.to_owned();
+                ns.run(move || ethtool::features_off(&dev, ethtool::TX_CHECKSUM))
+                    .await?;
+            }
             // Open vSwitch takes no netlink master: the port is a database row naming the Neutron port.
             link::set_up(&host, idx, &host_name).await?;
             let plug = ovsdb::PortPlug {

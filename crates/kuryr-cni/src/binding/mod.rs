@@ -8,6 +8,7 @@
 pub mod addr;
 mod binder;
 mod error;
+pub mod ethtool;
 pub mod host_link;
 pub mod link;
 pub mod macvlan;

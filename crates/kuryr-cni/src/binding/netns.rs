@@ -42,23 +42,32 @@ impl Netns {
 
     /// A netlink handle whose socket lives in this namespace.
     pub async fn connect(&self) -> Result<Handle, BindError> {
+        let runtime = tokio::runtime::Handle::current();
+        self.run(move || {
+            // The socket is created (and bound to this namespace) here; the runtime only polls it.
+            let _guard = runtime.enter();
+            let (conn, handle, _) = rtnetlink::new_connection()?;
+            runtime.spawn(conn);
+            Ok(handle)
+        })
+        .await
+    }
+
+    /// Runs `f` on a thread inside this namespace (for calls that open their own sockets there).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T, BindError> {
         let ns_err = |path: PathBuf| move |source: std::io::Error| BindError::Netns { path, source };
         let file = self.file.try_clone().map_err(ns_err(self.path.clone()))?;
         let path = self.path.clone();
-        let runtime = tokio::runtime::Handle::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("kuryr-setns".into())
             .spawn(move || {
                 let res = nix::sched::setns(&file, CloneFlags::CLONE_NEWNET)
                     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
-                    .and_then(|()| {
-                        // The socket is created (and bound to this namespace) here; the runtime only polls it.
-                        let _guard = runtime.enter();
-                        let (conn, handle, _) = rtnetlink::new_connection()?;
-                        runtime.spawn(conn);
-                        Ok(handle)
-                    });
+                    .and_then(|()| f());
                 let _ = tx.send(res);
             })
             .map_err(ns_err(path.clone()))?;

@@ -2,7 +2,8 @@
 //! interface carries `external_ids:iface-id=<Neutron port>` (and `attached-mac`, `iface-status`), which is
 //! what ovn-controller (or the OVS agent) binds the Neutron port by. An OVS bridge takes no netlink
 //! `master`: the port is a row in the switch's database, written here over its JSON-RPC socket (RFC 7047).
-//! One transaction per change; the Interface and Port rows go with the Port's last reference (they are not
+//! One transaction per change (and [`Ovsdb::bridge_datapath`]: a userspace datapath needs the pod end's
+//! transmit checksums done in software, [`super::ethtool`]); the Interface and Port rows go with the Port's last reference (they are not
 //! root tables), so deleting is one mutation of the bridge.
 
 use std::path::{Path, PathBuf};
@@ -139,19 +140,27 @@ impl Ovsdb {
         &self.socket
     }
 
-    /// Whether this node's Open vSwitch has a bridge of that name: no socket, no bridge. Asked rather than
-    /// read from the device, which is a tap on a userspace (netdev) datapath.
-    pub async fn has_bridge(&self, name: &str) -> Result<bool, BindError> {
+    /// The datapath type of this node's Open vSwitch bridge of that name (`""` is the kernel's, `netdev`
+    /// the userspace one); `None` when there is no such bridge or no socket. Asked rather than read from
+    /// the device, which is a tap on a userspace datapath.
+    pub async fn bridge_datapath(&self, name: &str) -> Result<Option<String>, BindError> {
         if !self.socket.exists() {
-            return Ok(false);
+            return Ok(None);
         }
-        let ops = json!([{"op": "select", "table": "Bridge", "where": [["name", "==", name]], "columns": ["name"]}]);
+        let ops = json!([{"op": "select", "table": "Bridge", "where": [["name", "==", name]],
+            "columns": ["name", "datapath_type"]}]);
         let result = self.transact(ops).await?;
         Ok(result
             .get(0)
             .and_then(|r| r.get("rows"))
             .and_then(Value::as_array)
-            .is_some_and(|rows| !rows.is_empty()))
+            .and_then(|rows| rows.first())
+            .map(|row| {
+                row.get("datapath_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            }))
     }
 
     /// Plugs the host end into the bridge; a port of that name elsewhere (an earlier sandbox) goes first.
