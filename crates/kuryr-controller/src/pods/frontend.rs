@@ -26,6 +26,8 @@ impl Reconciled for Pod {
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
 /// before it reached this controller's trigger (or the other way round).
 const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
+/// How long a KuryrPort this controller created may be missing from its cache before it is made again.
+const KURYRPORT_CACHE_LAG: Duration = Duration::from_secs(5);
 /// Next look at a pod whose cached finalizer list was behind the server's.
 const STALE_CACHE: Duration = Duration::from_millis(200);
 /// Periodic re-check of an otherwise quiet pod.
@@ -56,7 +58,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     match actions.kuryrport {
         KuryrPortChange::Create => {
             ctx.book.first_seen(&uid);
-            create_kuryrport(&kps, &pod, &ctx).await?
+            if ctx.book.kuryrport_just_created(&uid, KURYRPORT_CACHE_LAG) {
+                debug!("KuryrPort created, not in the cache yet");
+                return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+            }
+            create_kuryrport(&kps, &pod, &ctx).await?;
+            ctx.book.kuryrport_created(&uid);
         }
         KuryrPortChange::Delete => {
             if let Some(kp) = &kp {

@@ -24,6 +24,8 @@ pub struct PortBook {
 struct Wiring {
     since: Instant,
     polls: u32,
+    /// When the Pod front end created the pod's KuryrPort, until the port is wired.
+    kuryrport_created: Option<Instant>,
 }
 
 impl PortBook {
@@ -90,8 +92,26 @@ impl PortBook {
             .or_insert(Wiring {
                 since: Instant::now(),
                 polls: 0,
+                kuryrport_created: None,
             })
             .since
+    }
+
+    /// The Pod front end created the KuryrPort of pod `pod_uid`.
+    pub fn kuryrport_created(&self, pod_uid: &Uid) {
+        if let Some(w) = lock(&self.wiring).get_mut(pod_uid) {
+            w.kuryrport_created = Some(Instant::now());
+        }
+    }
+
+    /// Whether the pod's KuryrPort was created less than `window` ago: a cache without it is behind (the
+    /// finalizer's pod update triggers the next reconcile before the KuryrPort's event lands), and creating
+    /// it again is a refused request per pod (measured: 40 creates for 20 pods, half answered 409).
+    pub fn kuryrport_just_created(&self, pod_uid: &Uid, window: Duration) -> bool {
+        lock(&self.wiring)
+            .get(pod_uid)
+            .and_then(|w| w.kuryrport_created)
+            .is_some_and(|at| at.elapsed() < window)
     }
 
     /// The port went ACTIVE: how long since the pod was first seen (once per pod).

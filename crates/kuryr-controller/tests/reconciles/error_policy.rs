@@ -136,3 +136,41 @@ async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortl
     );
     assert!(h.api.event_reasons().is_empty());
 }
+
+#[tokio::test]
+async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_create_it_twice() {
+    let cloud = TestCloud::start().await;
+    let h = harness(&cloud, |_| {});
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some("web-1".into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("worker-1".into()),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    };
+    h.api.put(&apiserver::path("v1", NS, "pods", "web-1"), &pod);
+    let reconcile = || async {
+        // As the watch delivers it: the stored pod (its finalizer added by the first round).
+        let now: Pod =
+            serde_json::from_value(h.api.get(&apiserver::path("v1", NS, "pods", "web-1")).unwrap()).unwrap();
+        kuryr_controller::pods::frontend::reconcile(Arc::new(now), h.ctx.clone())
+            .await
+            .unwrap()
+    };
+
+    reconcile().await;
+    // The finalizer's update triggers the next round; the KuryrPort cache has not seen the create yet.
+    let action = reconcile().await;
+
+    assert_eq!(
+        h.api.requests(Method::POST, "/kuryrports").len(),
+        1,
+        "one KuryrPort create"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+}
