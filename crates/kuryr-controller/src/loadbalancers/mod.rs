@@ -173,6 +173,10 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     let uid = Uid::of(klb);
     ctx.schedule().forget(uid.as_str());
     ctx.ledger.forget(&uid);
+    // The Service went before it (no finalizer of ours holds it): what was told about it goes too.
+    for owner in klb.owner_references().iter().filter(|o| o.kind == "Service") {
+        ctx.ledger.forget(&Uid::from(owner.uid.as_str()));
+    }
     Ok(Action::await_change())
 }
 

@@ -1,6 +1,11 @@
 //! The Service front end: one reconcile per Service, endpoints from the watch caches. `kuryr_core::lb`
-//! decides the KuryrLoadBalancer spec (or why there is none); this writes it, with the Service finalizer
-//! first, so a Service is never gone while its load balancer still exists.
+//! decides the KuryrLoadBalancer spec (or why there is none); this writes it, owned by the Service.
+//!
+//! The Service carries no finalizer of ours: deleting it is immediate, as Kubernetes' conformance expects of
+//! a ClusterIP Service (a deleted collection lists empty at once). The cloud side is held by the
+//! KuryrLoadBalancer instead: the garbage collector deletes it with its owner, and its finalizer keeps it
+//! until the load balancer is gone. A Service that still has the finalizer (set by earlier versions and by
+//! upstream) loses it once its KuryrLoadBalancer has gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +33,6 @@ const WAIT_FOR_KLB: Duration = Duration::from_secs(1);
 /// now would cost a second write a moment later.
 const ENDPOINTS_GRACE: Duration = Duration::from_secs(3);
 const RESYNC: Duration = Duration::from_secs(600);
-/// Next look at a Service whose cached finalizer list was behind the server's.
-const STALE_CACHE: Duration = Duration::from_millis(200);
 
 #[instrument(skip(svc, ctx), fields(namespace = svc.namespace(), name = svc.name_any()))]
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action> {
@@ -108,11 +111,13 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         }
     }
 
-    if !finalizer::add(&svcs, &svc, finalizers::SERVICE).await? {
-        // The cached Service is behind the server's (or gone): look again shortly.
-        return Ok(Action::requeue(STALE_CACHE));
-    }
     match existing {
+        // The KuryrLoadBalancer of an earlier Service of this name, which the garbage collector has not
+        // reached yet: it goes first (its load balancer with it), or this Service would take it over.
+        Some(klb) if klb.metadata.deletion_timestamp.is_none() && !owned_by(&klb, &svc) => {
+            delete_klb(&klbs, &klb).await?;
+            return Ok(Action::requeue(WAIT_FOR_KLB));
+        }
         None => {
             let klb = KuryrLoadBalancer {
                 metadata: ObjectMeta {
@@ -153,6 +158,31 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
     Ok(Action::requeue(RESYNC))
 }
 
+/// Whether `svc` is the KuryrLoadBalancer's owner (an upstream one without owner references counts).
+fn owned_by(klb: &KuryrLoadBalancer, svc: &Service) -> bool {
+    let owners = klb.owner_references();
+    owners.is_empty() || owners.iter().any(|o| Some(&o.uid) == svc.metadata.uid.as_ref())
+}
+
+/// Deletes exactly this KuryrLoadBalancer (uid precondition); gone already is fine.
+async fn delete_klb(klbs: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer) -> Result<()> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: klb.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match klbs.delete(&klb.name_any(), &dp).await {
+        Ok(_) => {
+            info!("KuryrLoadBalancer deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(Error::kube("delete_kuryrloadbalancer")(e)),
+    }
+}
+
 /// Created less than [`ENDPOINTS_GRACE`] ago.
 fn young(svc: &Service) -> bool {
     svc.metadata.creation_timestamp.as_ref().is_some_and(|t| {
@@ -190,18 +220,7 @@ async fn release(
     {
         Some(klb) => {
             if klb.metadata.deletion_timestamp.is_none() {
-                let dp = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: klb.metadata.uid.clone(),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match klbs.delete(&name, &dp).await {
-                    Ok(_) => info!("KuryrLoadBalancer deleted"),
-                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                    Err(e) => return Err(Error::kube("delete_kuryrloadbalancer")(e)),
-                }
+                delete_klb(klbs, &klb).await?;
             }
             Ok(Action::requeue(WAIT_FOR_KLB))
         }

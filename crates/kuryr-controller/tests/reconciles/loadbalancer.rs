@@ -6,13 +6,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Method;
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kuryr_api::conditions::{find_condition, is_condition_true, READY};
 use kuryr_api::k8s_openapi::api::core::v1::{ObjectReference, ServicePort, ServiceSpec};
 use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kuryr_api::{KuryrLoadBalancer, ObjectMeta, Service};
+use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service};
 use kuryr_controller::loadbalancers;
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::scope::Selection;
@@ -21,6 +23,7 @@ use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interfa
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
 use kuryr_openstack::neutron::{floating_ips, networks, Filter};
 use kuryr_openstack::octavia::loadbalancers as octavia_lbs;
+use serde_json::json;
 
 use crate::apiserver::{self, ApiServer};
 use crate::harness::{TestCloud, NS};
@@ -702,4 +705,46 @@ async fn with_a_namespace_selector_a_selected_namespaces_service_is_served() {
     lb.service_with("ClusterIP", &["10.10.0.50"]).await;
     lb.until_ready().await;
     assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+}
+
+#[tokio::test]
+async fn a_service_carries_no_finalizer_and_a_namesakes_leftover_load_balancer_goes_before_its_own() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.5"]).await;
+    let svc: Service = serde_json::from_value(lb.api.get(&Lb::svc_path()).unwrap()).unwrap();
+    assert!(
+        svc.metadata.finalizers.unwrap_or_default().is_empty(),
+        "deleting a Service is not held up (conformance: a deleted collection lists empty at once)"
+    );
+    let old = lb.klb();
+    assert_eq!(old.owner_references()[0].uid, svc.metadata.uid.clone().unwrap());
+
+    // The Service is deleted and made again before the garbage collector reached its KuryrLoadBalancer.
+    let mut again = service("ClusterIP");
+    again.metadata.uid = Some("uid-new-service".into());
+    lb.api.put(&Lb::svc_path(), &again);
+    lb.klbs.apply_watcher_event(&watcher::Event::Apply(old.clone()));
+    let again: Service = serde_json::from_value(lb.api.get(&Lb::svc_path()).unwrap()).unwrap();
+    let action = frontend::reconcile(Arc::new(again), lb.ctx.clone())
+        .await
+        .unwrap();
+
+    let deletes = lb.api.requests(Method::DELETE, "/kuryrloadbalancers/web");
+    assert_eq!(
+        deletes.len(),
+        1,
+        "the earlier Service's KuryrLoadBalancer is deleted"
+    );
+    assert_eq!(
+        deletes[0].body["preconditions"]["uid"],
+        json!(old.metadata.uid.clone().unwrap())
+    );
+    assert!(
+        lb.api
+            .requests(Method::PATCH, "/kuryrloadbalancers/web")
+            .is_empty(),
+        "not taken over"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
 }
