@@ -128,7 +128,10 @@ async fn scenario(h: &Harness) -> anyhow::Result<()> {
         real.tags
     );
     // Deleting a Service is never held up (conformance): its KuryrLoadBalancer holds the cloud side.
-    ensure!(!svc_has_finalizer(h).await?, "no finalizer of ours on the Service");
+    ensure!(
+        !svc_has_finalizer(h).await?,
+        "no finalizer of ours on the Service"
+    );
     ensure!(
         klb.finalizers()
             .iter()

@@ -97,6 +97,13 @@ pub fn service_spec(
         Some(ip) => ip.to_owned(),
     };
     let mut problems = Vec::new();
+    if spec.internal_traffic_policy.as_deref() == Some("Local") {
+        problems.push(Problem::new(
+            "InternalTrafficPolicyUnsupported",
+            "internalTrafficPolicy Local: one Octavia load balancer serves the whole cluster, not one per \
+             node, so every client reaches every endpoint, its own node's or not",
+        ));
+    }
     let others: Vec<String> = spec
         .cluster_ips
         .iter()

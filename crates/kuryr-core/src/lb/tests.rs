@@ -1020,6 +1020,18 @@ fn a_dual_stack_service_gets_its_second_cluster_ip_as_an_additional_vip_on_the_s
 }
 
 #[test]
+fn internal_traffic_policy_local_is_served_cluster_wide_and_told() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    let (_, problems) = service_spec(&s, vec![], &defaults()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    s.spec.as_mut().unwrap().internal_traffic_policy = Some("Local".into());
+    let (spec, problems) = service_spec(&s, vec![], &defaults()).unwrap();
+    assert_eq!(spec.ports.len(), 1, "still served");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].reason, "InternalTrafficPolicyUnsupported");
+}
+
+#[test]
 fn additional_vips_need_octavia_2_26_and_a_provider_that_has_them() {
     let spec = dual_stack_spec();
     let (lb, problems) = desired_lb(
