@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use kuryr_api::k8s_openapi::jiff::Timestamp;
 use kuryr_api::{annotations, finalizers, labels, KuryrPort, KuryrPortSpec, ObjectMeta, OwnerReference, Pod};
 
 use crate::error::CoreError;
@@ -60,6 +61,30 @@ pub fn is_terminal(pod: &Pod) -> bool {
 
 pub fn is_deleting(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
+}
+
+/// How long a pod being deleted keeps its network: while a container of it still runs and its deletion
+/// time (the end of its grace period) is ahead. A terminating pod still serves (Kubernetes sends it
+/// traffic when a Service has no ready endpoint left) and its preStop hooks may talk; releasing its port
+/// at the delete put the port back in its pool while the pod still used it. `None`: release now.
+pub fn draining_for(pod: &Pod, now: Timestamp) -> Option<std::time::Duration> {
+    let deadline = pod.metadata.deletion_timestamp.as_ref()?.0;
+    if is_terminal(pod) || !runs_a_container(pod) {
+        return None;
+    }
+    let left = now.duration_until(deadline);
+    (left.is_positive()).then(|| std::time::Duration::try_from(left).unwrap_or_default())
+}
+
+/// The kubelet reports a container of the pod running.
+fn runs_a_container(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
+        })
 }
 
 /// A kubelet-manifest pod, seen through its mirror pod (upstream's `podStatic`).

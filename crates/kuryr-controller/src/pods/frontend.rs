@@ -8,6 +8,7 @@ use std::time::Duration;
 use kube::api::Preconditions;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kuryr_api::k8s_openapi::jiff::Timestamp;
 use kuryr_api::{finalizers, Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
 use tracing::{debug, info, instrument};
@@ -30,6 +31,8 @@ const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
 const KURYRPORT_CACHE_LAG: Duration = Duration::from_secs(5);
 /// Next look at a pod whose cached finalizer list was behind the server's.
 const STALE_CACHE: Duration = Duration::from_millis(200);
+/// Latest next look at a terminating pod whose containers still run.
+const DRAIN_LOOK: Duration = Duration::from_secs(30);
 /// Periodic re-check of an otherwise quiet pod.
 const RESYNC: Duration = Duration::from_secs(600);
 
@@ -42,6 +45,15 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     if !ctx.selected(&ns).await? {
         // Another controller's namespace: its pods are neither wired nor released here.
         return Ok(Action::requeue(RESYNC));
+    }
+    if let Some(left) = pod::draining_for(&pod, Timestamp::now()) {
+        // Its containers still run: the network stays until the kubelet reports them stopped (that status
+        // update comes back here) or the grace period ends.
+        debug!(
+            left_s = left.as_secs(),
+            "terminating pod still running; keeping its ports"
+        );
+        return Ok(Action::requeue(left.min(DRAIN_LOOK)));
     }
     let kp = ctx.kuryrport(&ns, &name);
     let actions = pod::pod_actions(&pod, kp.as_deref());

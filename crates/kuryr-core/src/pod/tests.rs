@@ -202,3 +202,43 @@ fn pod_facts_carry_what_the_drivers_need() {
         Some("sg-a")
     );
 }
+
+fn running(mut pod: Pod, running: bool) -> Pod {
+    use kuryr_api::k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+    };
+    let state = if running {
+        ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..ContainerState::default()
+        }
+    } else {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated::default()),
+            ..ContainerState::default()
+        }
+    };
+    pod.status
+        .get_or_insert_with(PodStatus::default)
+        .container_statuses = Some(vec![ContainerStatus {
+        name: "c".into(),
+        state: Some(state),
+        ..ContainerStatus::default()
+    }]);
+    pod
+}
+
+#[test]
+fn a_terminating_pod_keeps_its_network_while_a_container_runs_and_its_grace_period_lasts() {
+    let now = Timestamp::UNIX_EPOCH;
+    let mut pod = running(mk_pod("web").finalized().build(), true);
+    pod.metadata.deletion_timestamp = Some(Time(now + std::time::Duration::from_secs(30)));
+    assert_eq!(draining_for(&pod, now), Some(std::time::Duration::from_secs(30)));
+    // The kubelet stopped its containers: released at once.
+    assert_eq!(draining_for(&running(pod.clone(), false), now), None);
+    // The grace period is over (a node that never reports back): released.
+    assert_eq!(draining_for(&pod, now + std::time::Duration::from_secs(31)), None);
+    // Not being deleted, or never started: nothing to wait for.
+    assert_eq!(draining_for(&running(mk_pod("web").build(), true), now), None);
+    assert_eq!(draining_for(&mk_pod("web").deleting().build(), now), None);
+}
