@@ -3,7 +3,7 @@
 //! - [`allow`]: the operator's allow-lists (providers, VIP subnet, project, floating IPs): what a Service
 //!   asked for outside them is refused, with a [`Problem`] each.
 //! - [`service`]: a Service (+ its endpoints) → the desired KuryrLoadBalancer spec, or the reason it gets none
-//!   (headless, ExternalName, NodePort-only types, `default/kubernetes` when the operator turned it off).
+//!   (headless, ExternalName, unknown types, `default/kubernetes` when the operator turned it off).
 //! - [`endpoints`]: EndpointSlices discovery.k8s.io/v1 → the spec's `endpointSlices`; which endpoints become members.
 //! - [`desired`]: spec + what the cloud's Octavia can do (API version, provider) → the load balancer tree to
 //!   build, and the [`Problem`]s (unsupported combinations) that become an Event and a condition while the

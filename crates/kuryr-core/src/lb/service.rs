@@ -20,7 +20,7 @@ pub enum Skip {
     ExternalName,
     /// `default/kubernetes`, when the operator turned its load balancer off.
     DefaultKubernetes,
-    /// NodePort (or an unknown type): only ClusterIP and LoadBalancer are served.
+    /// A type this controller does not know (NodePort is served as ClusterIP, with a Problem).
     UnsupportedType(String),
     /// No clusterIP allocated (yet).
     NoClusterIp,
@@ -48,7 +48,9 @@ impl Skip {
                 "default/kubernetes is not load-balanced (lb-default-kubernetes is off)".into()
             }
             Skip::UnsupportedType(t) => {
-                format!("Service type {t} is not served (ClusterIP and LoadBalancer are)")
+                format!(
+                    "Service type {t} is not served (ClusterIP, NodePort's clusterIP and LoadBalancer are)"
+                )
             }
             Skip::NoClusterIp => "the Service has no clusterIP yet".into(),
             Skip::NoPorts => "the Service has no TCP, UDP or SCTP port".into(),
@@ -88,6 +90,8 @@ pub fn service_spec(
     let service_type = match spec.type_.as_deref().unwrap_or("ClusterIP") {
         "ClusterIP" => ServiceType::ClusterIp,
         "LoadBalancer" => ServiceType::LoadBalancer,
+        // Its clusterIP is a ClusterIP Service's; only its node ports are not served.
+        "NodePort" => ServiceType::ClusterIp,
         "ExternalName" => return Err(Skip::ExternalName),
         other => return Err(Skip::UnsupportedType(other.to_owned())),
     };
@@ -97,6 +101,13 @@ pub fn service_spec(
         Some(ip) => ip.to_owned(),
     };
     let mut problems = Vec::new();
+    if spec.type_.as_deref() == Some("NodePort") {
+        problems.push(Problem::new(
+            "NodePortUnsupported",
+            "type NodePort: its clusterIP is served, its node ports are not (pods are reached directly; \
+             use type LoadBalancer for a floating IP)",
+        ));
+    }
     if spec.internal_traffic_policy.as_deref() == Some("Local") {
         problems.push(Problem::new(
             "InternalTrafficPolicyUnsupported",

@@ -143,10 +143,21 @@ fn services_without_a_load_balancer_say_why() {
         service_spec(&s, vec![], &defaults()).unwrap_err(),
         Skip::ExternalName
     );
-    s.spec.as_mut().unwrap().type_ = Some("NodePort".into());
+    s.spec.as_mut().unwrap().type_ = Some("Mystery".into());
     let skip = service_spec(&s, vec![], &defaults()).unwrap_err();
     assert_eq!(skip.reason(), "UnsupportedServiceType");
-    assert!(skip.message().contains("NodePort"));
+    assert!(skip.message().contains("Mystery"));
+}
+
+#[test]
+fn a_node_port_service_has_its_cluster_ip_served_and_is_told_its_node_ports_are_not() {
+    let mut s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
+    s.spec.as_mut().unwrap().type_ = Some("NodePort".into());
+    let (spec, problems) = service_spec(&s, vec![], &defaults()).unwrap();
+    assert_eq!(spec.service_type, Some(ServiceType::ClusterIp));
+    assert_eq!(spec.ports.len(), 1);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].reason, "NodePortUnsupported");
 }
 
 #[test]
