@@ -14,8 +14,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use common::TestNs;
-use kuryr_api::{Vif, VifIp, VifType};
+use kuryr_api::Vif;
 use kuryr_cni::binding::{Binder, NetlinkBinder, NetlinkBinderConfig};
+use kuryr_core::vif::Attachment;
+use kuryr_core::{NeutronVif, VifDriver};
+use kuryr_openstack::neutron::ports::Port;
+use kuryr_openstack::neutron::{networks, subnets};
 use lab_tests::cloud::Cloud;
 use lab_tests::Lab;
 use serde_json::{json, Value};
@@ -187,33 +191,17 @@ fn tx_checksum(ns: &TestNs) -> String {
         .unwrap_or_default()
 }
 
-/// The VIF the controller writes for a neutron-vif port.
+/// The VIF the controller writes for a neutron-vif port: Neutron's answers through the controller's own
+/// conversion and driver, so the binder is tested against the real mapping.
 fn vif_of(port: &Value, subnet: &Value, network: &Value) -> anyhow::Result<Vif> {
-    let ip = port["fixed_ips"][0]["ip_address"].as_str().context("port IP")?;
-    Ok(Vif {
-        vif_type: VifType::NeutronVif,
-        port_id: port["id"].as_str().context("id")?.into(),
-        network_id: port["network_id"].as_str().context("network")?.into(),
-        mac: port["mac_address"].as_str().context("mac")?.into(),
-        ips: vec![VifIp {
-            address: ip.into(),
-            cidr: subnet["cidr"].as_str().context("cidr")?.into(),
-            gateway: subnet["gateway_ip"].as_str().map(str::to_owned),
-            subnet_id: None,
-            routes: vec![],
-        }],
-        mtu: network["mtu"].as_u64().map(|m| m as u32),
-        vlan_id: None,
-        vrrp_mac: None,
-        trunk_id: None,
-        parent_port_id: None,
-        parent_ifname: None,
-        parent_mac: None,
-        vif_name: None,
-        bridge_name: Some("br-int".into()),
-        security_group_ids: vec![],
-        active: true,
-    })
+    let port: Port = serde_json::from_value(port.clone())?;
+    let subnet: subnets::Subnet = serde_json::from_value(subnet.clone())?;
+    let network: networks::Network = serde_json::from_value(network.clone())?;
+    let subnets = [kuryr_convert::subnet(&subnet, &network)];
+    let mut vif = NeutronVif::default().vif(&kuryr_convert::port(&port), &subnets, &Attachment::Bridge)?;
+    // Bound by the test before Neutron says ACTIVE, as the daemon's plug phase does.
+    vif.active = true;
+    Ok(vif)
 }
 
 async fn wait_active(cloud: &Cloud, id: &str) -> anyhow::Result<()> {

@@ -186,6 +186,24 @@ mod tests {
         }
     }
 
+    /// `web-0`'s wait for an active eth0, run beside the test that changes the cache under it.
+    fn spawn_wait(
+        cache: &Arc<NodeCache>,
+        limit: Duration,
+    ) -> tokio::task::JoinHandle<Result<Vec<(String, Vif)>, CniError>> {
+        let cache = cache.clone();
+        tokio::spawn(async move {
+            wait_for_vifs(
+                &cache,
+                &pod(Some("u1")),
+                "eth0",
+                Phase::Active,
+                Instant::now() + limit,
+            )
+            .await
+        })
+    }
+
     #[test]
     fn no_port_waits() {
         let v = evaluate(&pod(Some("u1")), "eth0", &view(None, live("u1")));
@@ -277,17 +295,7 @@ mod tests {
         let cache = NodeCache::new();
         cache.set_pod_state("shop", "web-0", live("u1"));
         cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(false))]));
-        let c2 = cache.clone();
-        let t = tokio::spawn(async move {
-            wait_for_vifs(
-                &c2,
-                &pod(Some("u1")),
-                "eth0",
-                Phase::Active,
-                Instant::now() + Duration::from_secs(10),
-            )
-            .await
-        });
+        let t = spawn_wait(&cache, Duration::from_secs(10));
         tokio::time::sleep(Duration::from_millis(50)).await;
         cache.apply_port(mk_port("shop", "web-0", "u1", vec![("eth0", mk_vif(true))]));
         let vifs = tokio::time::timeout(Duration::from_secs(2), t)
@@ -302,17 +310,7 @@ mod tests {
     async fn wait_aborts_when_the_pod_is_deleted_meanwhile() {
         let cache = NodeCache::new();
         cache.set_pod_state("shop", "web-0", live("u1"));
-        let c2 = cache.clone();
-        let t = tokio::spawn(async move {
-            wait_for_vifs(
-                &c2,
-                &pod(Some("u1")),
-                "eth0",
-                Phase::Active,
-                Instant::now() + Duration::from_secs(30),
-            )
-            .await
-        });
+        let t = spawn_wait(&cache, Duration::from_secs(30));
         tokio::time::sleep(Duration::from_millis(50)).await;
         cache.set_pod_state("shop", "web-0", None);
         let e = tokio::time::timeout(Duration::from_secs(2), t)

@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::Preconditions;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kuryr_api::k8s_openapi::jiff::Timestamp;
-use kuryr_api::{finalizers, Api, DeleteParams, KuryrPort, Pod, PostParams, Resource, ResourceExt};
+use kuryr_api::{finalizers, Api, KuryrPort, Pod, PostParams, Resource, ResourceExt};
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
 use tracing::{debug, info, instrument};
 
@@ -17,7 +16,7 @@ use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::pods::attachments;
 use crate::toolkit::finalizer::{self, MANAGER};
-use crate::toolkit::{Reconciled, Topic, Uid};
+use crate::toolkit::{delete_exact, Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "pod";
 
@@ -166,16 +165,8 @@ async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Res
 
 /// Deletes exactly the KuryrPort we saw (uid precondition), so a newer one of the same name survives.
 async fn delete_kuryrport(kps: &Api<KuryrPort>, kp: &KuryrPort) -> Result<()> {
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: kp.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match kps.delete(&kp.name_any(), &dp).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube("delete_kuryrport")(e)),
-    }
+    delete_exact(kps, kp)
+        .await
+        .map_err(Error::kube("delete_kuryrport"))?;
+    Ok(())
 }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -24,7 +24,7 @@ use super::context::LbContext;
 use super::service_of;
 use crate::errors::{Error, Result};
 use crate::toolkit::finalizer::{self, MANAGER};
-use crate::toolkit::{Reconciled, Topic, Uid};
+use crate::toolkit::{delete_exact, Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "service";
 /// While the KuryrLoadBalancer is being deleted.
@@ -166,21 +166,13 @@ fn owned_by(klb: &KuryrLoadBalancer, svc: &Service) -> bool {
 
 /// Deletes exactly this KuryrLoadBalancer (uid precondition); gone already is fine.
 async fn delete_klb(klbs: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer) -> Result<()> {
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: klb.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match klbs.delete(&klb.name_any(), &dp).await {
-        Ok(_) => {
-            info!("KuryrLoadBalancer deleted");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube("delete_kuryrloadbalancer")(e)),
+    if delete_exact(klbs, klb)
+        .await
+        .map_err(Error::kube("delete_kuryrloadbalancer"))?
+    {
+        info!("KuryrLoadBalancer deleted");
     }
+    Ok(())
 }
 
 /// Created less than [`ENDPOINTS_GRACE`] ago.

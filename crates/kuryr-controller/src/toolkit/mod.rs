@@ -1,7 +1,8 @@
 //! What every controller here uses the same way: object uids as a type, per-object bookkeeping (retry
-//! backoff, problems told once), the one error policy, the one finalizer helper, Event publishing, and the
+//! backoff, problems told once), the one error policy, the one uid-exact delete, the one finalizer helper, Event publishing, and the
 //! poison-tolerant lock.
 
+pub mod delete;
 pub mod error_policy;
 pub mod events;
 pub mod finalizer;
@@ -10,6 +11,7 @@ pub mod uid;
 
 use std::sync::{Mutex, MutexGuard};
 
+pub use delete::delete_exact;
 pub use error_policy::{error_policy, Reconciled, Reconciler};
 pub use events::Events;
 pub use ledger::{Ledger, Topic};

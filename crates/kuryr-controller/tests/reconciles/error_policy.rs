@@ -108,18 +108,7 @@ async fn a_failed_reconcile_is_a_warning_event_and_ready_false_with_its_reason()
 async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortly_not_failed() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some("web-0".into()),
-            namespace: Some(NS.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some("worker-1".into()),
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    };
+    let pod = bare_pod("web-0");
     let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-0"), &pod);
     let pod: Pod = serde_json::from_value(stored).unwrap();
     // The server's finalizer list is not the one the cached pod shows: the patch's `test` op fails.
@@ -141,18 +130,7 @@ async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortl
 async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_create_it_twice() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some("web-1".into()),
-            namespace: Some(NS.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some("worker-1".into()),
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    };
+    let pod = bare_pod("web-1");
     h.api.put(&apiserver::path("v1", NS, "pods", "web-1"), &pod);
     let reconcile = || async {
         // As the watch delivers it: the stored pod (its finalizer added by the first round).
@@ -173,4 +151,20 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
         "one KuryrPort create"
     );
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+}
+
+/// A pod as first stored: scheduled on worker-1, no finalizer, no annotation.
+fn bare_pod(name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("worker-1".into()),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
 }
