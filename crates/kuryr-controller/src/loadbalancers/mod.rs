@@ -88,6 +88,11 @@ async fn apply(api: &Api<KuryrLoadBalancer>, klb: &KuryrLoadBalancer, ctx: &LbCo
     if uid.as_str().is_empty() {
         return Err(Error::MissingField("metadata.uid"));
     }
+    if klb.namespace().is_some_and(|ns| ctx.namespace_terminating(&ns)) {
+        // Deleted with its namespace next: a write now would hold the cascade delete up (409s).
+        info!("namespace being deleted: no more load balancer writes");
+        return Ok(Action::await_change());
+    }
     // The watch event of our own status write (or a resync) before the next look is due: nothing
     // changed, and reading Octavia again would only spend the client's rate budget.
     let rv = klb.resource_version();

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::KuryrLoadBalancer;
+use kuryr_api::{KuryrLoadBalancer, Namespace};
 use kuryr_core::lb::{IndexConfig, ProviderFeature, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
@@ -34,6 +35,8 @@ pub struct LbContext {
     /// Every EndpointSlice in scope, fed by a watch.
     pub slices: Store<EndpointSlice>,
     pub klbs: Store<KuryrLoadBalancer>,
+    /// The Namespaces' metadata, fed by a watch: whether one is being deleted.
+    namespaces: Store<PartialObjectMeta<Namespace>>,
     /// Neutron's subnets, for the subnet members are declared on.
     pub subnets: SubnetBook,
     /// The cluster's load balancers as the periodic lists show them; wakes the reconciles that changed.
@@ -93,6 +96,7 @@ impl LbContext {
             ledger: Ledger::default(),
             slices,
             klbs,
+            namespaces: reflector::store().0,
             subnets: SubnetBook::default(),
             observer,
             started: Instant::now(),
@@ -100,6 +104,21 @@ impl LbContext {
             schedule: Mutex::new(schedule),
             refusals: Mutex::default(),
         }
+    }
+
+    /// Knows which namespaces are being deleted from `namespaces` (without it: none is).
+    pub fn with_namespaces(mut self, namespaces: Store<PartialObjectMeta<Namespace>>) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
+    /// Whether namespace `ns` is being deleted: its Services and load balancers all go with it, so nothing
+    /// is built or changed for them any more (a member write sent now only makes the cascade delete that
+    /// follows meet 409s while the load balancer is PENDING_UPDATE).
+    pub fn namespace_terminating(&self, ns: &str) -> bool {
+        self.namespaces
+            .get(&ObjectRef::new(ns))
+            .is_some_and(|n| n.metadata.deletion_timestamp.is_some())
     }
 
     /// Serves only the Services of the namespaces `selection` selects.

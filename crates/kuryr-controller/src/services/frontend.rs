@@ -50,6 +50,10 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
     if svc.metadata.deletion_timestamp.is_some() {
         return release(&svcs, &klbs, &svc, &ctx).await;
     }
+    if ctx.namespace_terminating(&ns) {
+        // The load balancer goes with the namespace: no spec write for endpoints that are leaving too.
+        return Ok(Action::await_change());
+    }
     let publish = svc
         .spec
         .as_ref()

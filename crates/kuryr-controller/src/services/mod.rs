@@ -15,12 +15,13 @@ pub mod member_subnets;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, KuryrLoadBalancer, Service};
+use kuryr_api::{Api, KuryrLoadBalancer, Namespace, Service};
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, Instrument};
 
@@ -68,6 +69,14 @@ impl Scope {
     fn objects(&self) -> watcher::Config {
         match self.name {
             Some(n) => watcher::Config::default().fields(&format!("metadata.name={n}")),
+            None => watcher::Config::default(),
+        }
+    }
+
+    /// Watch of the Namespaces: the one the objects are in, or all.
+    fn namespaces(&self) -> watcher::Config {
+        match &self.namespace {
+            Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
             None => watcher::Config::default(),
         }
     }
@@ -159,6 +168,15 @@ async fn serve(
         .reflect(slice_writer)
         .touched_objects();
     svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
+    // Namespaces' metadata only: whether one is being deleted (LbContext::namespace_terminating).
+    let (ns_store, ns_writer) = reflector::store();
+    let ns_watch = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        scope.namespaces(),
+    )
+    .default_backoff()
+    .reflect(ns_writer)
+    .for_each(|_| futures::future::ready(()));
     let ctx = Arc::new(
         LbContext::new(
             client,
@@ -170,7 +188,8 @@ async fn serve(
             slice_store,
             klb_controller.store(),
         )
-        .with_selection(Selection::new(config.namespace_selector.clone())),
+        .with_selection(Selection::new(config.namespace_selector.clone()))
+        .with_namespaces(ns_store),
     );
     // Reconciles are woken by the observer's listings rather than polling their load balancer.
     klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
@@ -193,5 +212,9 @@ async fn serve(
         shutdown,
     )
     .instrument(span("service"));
-    tokio::join!(klb_run, svc_run, observe);
+    // The namespace watch ends with the controllers (it has no shutdown of its own).
+    tokio::select! {
+        _ = async { tokio::join!(klb_run, svc_run, observe) } => {}
+        _ = ns_watch => {}
+    }
 }

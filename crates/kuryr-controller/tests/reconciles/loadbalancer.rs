@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
@@ -36,6 +37,7 @@ pub(crate) struct Lb {
     pub(crate) api: ApiServer,
     pub(crate) slices: Writer<EndpointSlice>,
     pub(crate) klbs: Writer<KuryrLoadBalancer>,
+    pub(crate) namespaces: Writer<PartialObjectMeta<kuryr_api::Namespace>>,
 }
 
 async fn lb_harness(cloud: &TestCloud) -> Lb {
@@ -117,6 +119,7 @@ async fn lb_harness_selecting(
     let (client, api) = apiserver::client();
     let (slices, slice_writer) = reflector::store();
     let (klbs, klb_writer) = reflector::store();
+    let (namespaces, ns_writer) = reflector::store();
     let ctx = LbContext::new(
         client,
         c.clone(),
@@ -127,12 +130,14 @@ async fn lb_harness_selecting(
         slices,
         klbs,
     )
-    .with_selection(Selection::new(selector.map(str::to_owned)));
+    .with_selection(Selection::new(selector.map(str::to_owned)))
+    .with_namespaces(namespaces);
     Lb {
         ctx: Arc::new(ctx),
         api,
         slices: slice_writer,
         klbs: klb_writer,
+        namespaces: ns_writer,
     }
 }
 
@@ -327,6 +332,31 @@ async fn an_endpoint_change_is_one_batch_member_replace() {
     assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
     let members: Vec<String> = klb.status.unwrap().members.iter().map(|m| m.ip.clone()).collect();
     assert_eq!(members.len(), 3, "{members:?}");
+}
+
+#[tokio::test]
+async fn a_namespace_being_deleted_gets_no_more_load_balancer_writes() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness(&cloud).await;
+    lb.service_with("ClusterIP", &["10.10.0.50", "10.10.0.51"]).await;
+    lb.until_ready().await;
+    // Its pods leave first: the spec already names fewer endpoints when the namespace's deletion is seen.
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    let mut ns = PartialObjectMeta::<kuryr_api::Namespace>::default();
+    ns.metadata.name = Some(NS.into());
+    ns.metadata.deletion_timestamp = Some(kuryr_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        kuryr_api::k8s_openapi::jiff::Timestamp::now(),
+    ));
+    lb.namespaces.apply_watcher_event(&watcher::Event::Apply(ns));
+    let spec_before = lb.klb().spec;
+    cloud.sim.clear_calls();
+
+    lb.service_with("ClusterIP", &[]).await;
+    let klb = lb.round().await;
+
+    assert_eq!(klb.spec, spec_before, "no KuryrLoadBalancer write");
+    assert_eq!(cloud.calls("octavia.members.batch_update"), 0, "no member write");
+    assert_eq!(octavia_members(&cloud, &klb).await.len(), 2, "Octavia untouched");
 }
 
 #[tokio::test]
