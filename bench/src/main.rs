@@ -67,6 +67,10 @@ struct RunArgs {
     burst_pods: usize,
     #[arg(long, default_value_t = 10)]
     nodes: usize,
+    /// burst: the cloudsim bursts measured, pools off and on (`both`), or one of them (`off`, `on`: e.g. to
+    /// measure a change to the pools alone, repeats and all, in a third of the time).
+    #[arg(long, value_enum, default_value_t = BurstPools::Both)]
+    burst_pools: BurstPools,
     /// burst: also run kuryr-rs with its former default, a fixed 20 QPS token bucket per service in front
     /// of the adaptive limit, pools off and on (variants `cloudsim/no-pools/qps-20`, `cloudsim/pools/qps-20`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -430,6 +434,24 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Which cloudsim bursts run: pools off, on, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BurstPools {
+    Both,
+    Off,
+    On,
+}
+
+impl BurstPools {
+    fn settings(self) -> &'static [bool] {
+        match self {
+            Self::Both => &[false, true],
+            Self::Off => &[false],
+            Self::On => &[true],
+        }
+    }
+}
+
 async fn burst_all(
     s: &Settings,
     a: &RunArgs,
@@ -439,13 +461,13 @@ async fn burst_all(
 ) -> anyhow::Result<()> {
     // (cloud, pools, pods, variant suffix, implementations measured)
     let mut groups = Vec::new();
-    for pools in [false, true] {
+    for &pools in a.burst_pools.settings() {
         groups.push((CloudKind::Sim, pools, a.burst_pods, "", impls.to_vec()));
     }
     // kuryr-rs once more per pools setting with the fixed 20 QPS limit it had by default before the
     // adaptive concurrency limit: what the adaptive limit changed, in the same run.
     if a.burst_fixed_rate_variant && impls.contains(&Implementation::KuryrRs) {
-        for pools in [false, true] {
+        for &pools in a.burst_pools.settings() {
             groups.push((
                 CloudKind::Sim,
                 pools,
