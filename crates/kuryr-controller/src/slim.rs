@@ -12,7 +12,9 @@ use std::fmt::Debug;
 
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
+use kuryr_api::k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStatus, Node, Pod, PodSpec, PodStatus,
+};
 use kuryr_api::{Api, Resource};
 use serde::de::DeserializeOwned;
 
@@ -29,8 +31,8 @@ pub fn meta<K: Resource>(o: &mut K) {
 }
 
 /// A Pod as it is read here: its metadata (name, namespace, uid, labels, annotations, finalizers,
-/// deletionTimestamp, owners), `spec.nodeName`, `spec.hostNetwork` and `status.phase` (the Pod front end,
-/// `kuryr_core::pod`), and its containers' names and named ports (the policy compiler resolves named
+/// deletionTimestamp, owners), `spec.nodeName`, `spec.hostNetwork`, `status.phase` and which of its
+/// containers runs (the Pod front end, `kuryr_core::pod`), and its containers' names and named ports (the policy compiler resolves named
 /// ports). Volumes, tolerations, images, probes, env and the rest of the status go.
 pub fn pod(p: &mut Pod) {
     meta(p);
@@ -55,9 +57,26 @@ pub fn pod(p: &mut Pod) {
     if let Some(status) = p.status.take() {
         p.status = Some(PodStatus {
             phase: status.phase,
+            container_statuses: status.container_statuses.map(running_containers),
             ..PodStatus::default()
         });
     }
+}
+
+/// Of the containers' statuses, which one runs (`kuryr_core::pod::draining_for`: a terminating pod keeps
+/// its port while one does). Image, ids, restart counts and the other states' messages go.
+fn running_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
+    statuses
+        .into_iter()
+        .map(|c| ContainerStatus {
+            name: c.name,
+            state: c.state.map(|st| ContainerState {
+                running: st.running.map(|_| ContainerStateRunning::default()),
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        })
+        .collect()
 }
 
 /// A controller whose cache holds the objects as `slim` leaves them, built as `Controller::new` builds its
@@ -134,13 +153,22 @@ mod tests {
                 "tolerations": [{"key": "k", "operator": "Exists"}]
             },
             "status": {"phase": "Running", "podIP": "10.0.0.5",
-                       "conditions": [{"type": "Ready", "status": "True"}]}
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [
+                           {"name": "app", "image": "img", "imageID": "sha", "ready": false, "restartCount": 0,
+                            "state": {"running": {"startedAt": "2026-11-27T11:00:00Z"}}},
+                           {"name": "sidecar", "image": "img2", "imageID": "sha2", "ready": false,
+                            "restartCount": 3, "state": {"terminated": {"exitCode": 1, "message": "long"}}}
+                       ]}
         }))
         .unwrap();
+        // Half a minute into the default grace period of the deletion above.
+        let at = "2026-11-27T11:59:30Z".parse().unwrap();
         let before = (
             kuryr_core::pod::pod_actions(&p, None),
             kuryr_core::pod::is_terminal(&p),
             kuryr_core::pod::is_static(&p),
+            kuryr_core::pod::draining_for(&p, at),
         );
         pod(&mut p);
         assert_eq!(
@@ -148,8 +176,13 @@ mod tests {
                 kuryr_core::pod::pod_actions(&p, None),
                 kuryr_core::pod::is_terminal(&p),
                 kuryr_core::pod::is_static(&p),
+                kuryr_core::pod::draining_for(&p, at),
             ),
             before
+        );
+        assert!(
+            before.3.is_some(),
+            "a terminating pod whose container runs keeps its port"
         );
         assert_eq!(kuryr_core::pod::node_name(&p), Some("node-1"));
         assert!(kuryr_core::pod::is_deleting(&p));
@@ -173,6 +206,8 @@ mod tests {
         let status = p.status.as_ref().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert!(status.conditions.is_none() && status.pod_ip.is_none());
+        let cs = status.container_statuses.as_ref().unwrap();
+        assert!(cs[0].image.is_empty() && cs[1].state.as_ref().unwrap().terminated.is_none());
     }
 
     #[test]
