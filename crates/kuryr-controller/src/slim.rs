@@ -3,8 +3,11 @@
 //! before the store, and every field a reader here uses must be kept (the tests below pin them).
 //! `managedFields` (one entry per writer, often the largest part of an object) and kubectl's last-applied
 //! copy are read by nobody; of a Pod, the Pod front end and the policy compiler read a few fields only
-//! (see [`pod`]). Writes never send a cached object back (finalizers are JSON patches that test the list,
-//! statuses are applies of their own bodies), so nothing dropped here can be erased on the server.
+//! (see [`pod`]), and likewise of a Service ([`service`], [`policy_service`]) and an EndpointSlice
+//! ([`endpoint_slice`]). Writes never send a cached Pod, Service or EndpointSlice back (finalizers are JSON
+//! patches that test the list, a Service's status is a merge patch of its ingress alone), so nothing dropped
+//! here can be erased on the server. A KuryrLoadBalancer keeps all but [`meta`] ([`kuryrloadbalancer`]):
+//! every part of it is read. Those three kinds are also compacted (`compact`): parsing leaves slack.
 //!
 //! Measured per object in `tests/footprint.rs` (docs/BENCHMARKS.md, "Scale").
 
@@ -14,9 +17,13 @@ use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStatus, Node, Pod, PodSpec, PodStatus,
+    Service, ServicePort, ServiceSpec,
 };
-use kuryr_api::{Api, Resource};
+use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::{Api, KuryrLoadBalancer, ObjectMeta, Resource};
 use serde::de::DeserializeOwned;
+
+use crate::services::SERVICE_NAME_LABEL;
 
 /// `kubectl apply`'s copy of the whole object it applied: read by nobody here.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -77,6 +84,130 @@ fn running_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
             ..ContainerStatus::default()
         })
         .collect()
+}
+
+/// A Service as the Service front end reads it (`services::frontend`, `kuryr_core::lb::service_spec`): its
+/// metadata but labels and owners (name, namespace, uid, resourceVersion, creation and deletion times,
+/// finalizers, annotations), and of its spec the type, clusterIP(s), ports (name, protocol, port,
+/// targetPort, nodePort), selector, sessionAffinity(Config), internal and external traffic policies,
+/// loadBalancerIP and SourceRanges, publishNotReadyAddresses. The status (written, never read), IP
+/// families, externalIPs, appProtocol and the rest go.
+pub fn service(s: &mut Service) {
+    trim_service(s);
+    compact(s);
+}
+
+fn trim_service(s: &mut Service) {
+    meta(s);
+    s.metadata.labels = None;
+    s.metadata.owner_references = None;
+    s.status = None;
+    if let Some(spec) = s.spec.take() {
+        s.spec = Some(ServiceSpec {
+            type_: spec.type_,
+            cluster_ip: spec.cluster_ip,
+            cluster_ips: spec.cluster_ips,
+            ports: spec.ports.map(|ports| ports.into_iter().map(port).collect()),
+            selector: spec.selector,
+            session_affinity: spec.session_affinity,
+            session_affinity_config: spec.session_affinity_config,
+            internal_traffic_policy: spec.internal_traffic_policy,
+            external_traffic_policy: spec.external_traffic_policy,
+            load_balancer_ip: spec.load_balancer_ip,
+            load_balancer_source_ranges: spec.load_balancer_source_ranges,
+            publish_not_ready_addresses: spec.publish_not_ready_addresses,
+            ..ServiceSpec::default()
+        });
+    }
+}
+
+/// A Service port without its `appProtocol` (nobody reads it).
+fn port(p: ServicePort) -> ServicePort {
+    ServicePort {
+        app_protocol: None,
+        ..p
+    }
+}
+
+/// A Service as the policy compiler reads it (`kuryr_core::policy::Service::from_k8s`): its identity (name,
+/// namespace, uid, resourceVersion), clusterIP(s), selector and the ports' protocol, port and targetPort.
+/// The policy loop keeps a cache of its own, so it need not hold what only the front end reads.
+pub fn policy_service(s: &mut Service) {
+    trim_service(s);
+    s.metadata = ObjectMeta {
+        name: s.metadata.name.take(),
+        namespace: s.metadata.namespace.take(),
+        uid: s.metadata.uid.take(),
+        resource_version: s.metadata.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+    if let Some(spec) = s.spec.take() {
+        s.spec = Some(ServiceSpec {
+            cluster_ip: spec.cluster_ip,
+            cluster_ips: spec.cluster_ips,
+            selector: spec.selector,
+            ports: spec.ports.map(|ports| {
+                ports
+                    .into_iter()
+                    .map(|p| ServicePort {
+                        protocol: p.protocol,
+                        port: p.port,
+                        target_port: p.target_port,
+                        ..ServicePort::default()
+                    })
+                    .collect()
+            }),
+            ..ServiceSpec::default()
+        });
+    }
+    compact(s);
+}
+
+/// An EndpointSlice as the front end reads it (`services::service_of`, `kuryr_core::lb::endpoints`): name,
+/// namespace, uid, resourceVersion and the `kubernetes.io/service-name` label; the address type; per
+/// endpoint its addresses, conditions, hostname, nodeName and target (kind, name, namespace, uid,
+/// resourceVersion); per port its name, protocol and number. The other labels (copies of the Service's),
+/// annotations, owners, zones, hints and appProtocols go.
+pub fn endpoint_slice(s: &mut EndpointSlice) {
+    let m = std::mem::take(&mut s.metadata);
+    let labels = m.labels.and_then(|mut l| l.remove_entry(SERVICE_NAME_LABEL));
+    s.metadata = ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        labels: labels.map(|(k, v)| [(k, v)].into()),
+        ..ObjectMeta::default()
+    };
+    for e in &mut s.endpoints {
+        e.zone = None;
+        e.hints = None;
+        e.deprecated_topology = None;
+        if let Some(t) = e.target_ref.as_mut() {
+            t.api_version = None;
+            t.field_path = None;
+        }
+    }
+    for p in s.ports.iter_mut().flatten() {
+        p.app_protocol = None;
+    }
+    compact(s);
+}
+
+/// A KuryrLoadBalancer: [`meta`], and compacted. Nothing else goes: the front end compares the whole
+/// spec with the one it wants, and a reconcile builds the next status from the cached one and sends it
+/// whole (a merge patch replaces its lists), or skips the write when it is unchanged.
+pub fn kuryrloadbalancer(k: &mut KuryrLoadBalancer) {
+    meta(k);
+    compact(k);
+}
+
+/// `o` again with every Vec and String at its length. Parsing grows a list by doubling (the JSON does not
+/// say how long it is), and a cached object would keep that slack for its life: a fifth of a Service's
+/// share, a quarter of a KuryrLoadBalancer with a ten-member status (`tests/footprint.rs`). A clone
+/// allocates each at its length, for one copy of the object per watch event.
+fn compact<K: Clone>(o: &mut K) {
+    *o = o.clone();
 }
 
 /// A controller whose cache holds the objects as `slim` leaves them, built as `Controller::new` builds its
@@ -208,6 +339,198 @@ mod tests {
         assert!(status.conditions.is_none() && status.pod_ip.is_none());
         let cs = status.container_statuses.as_ref().unwrap();
         assert!(cs[0].image.is_empty() && cs[1].state.as_ref().unwrap().terminated.is_none());
+    }
+
+    /// A Service using every field a reader here reads, and some nobody reads.
+    fn rich_service(kind: &str) -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web", "namespace": "ns", "uid": "uid-s", "resourceVersion": "9",
+                "creationTimestamp": "2026-11-27T12:00:00Z",
+                "deletionTimestamp": "2026-11-27T13:00:00Z",
+                "finalizers": ["kuryr.openstack.org/service-finalizer"],
+                "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u"}],
+                "annotations": {
+                    "openstack.org/kuryr-timeout-client-data": "50000",
+                    "openstack.org/kuryr-timeout-member-data": "x",
+                    "openstack.org/kuryr-lb-provider": "ovn",
+                    "openstack.org/kuryr-health-monitor": "http",
+                    "openstack.org/kuryr-project": "other",
+                    LAST_APPLIED: "{}"
+                },
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]
+            },
+            "spec": {
+                "type": kind, "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd00::10"],
+                "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack",
+                "internalTrafficPolicy": "Local", "externalTrafficPolicy": "Local",
+                "externalIPs": ["192.0.2.1"], "allocateLoadBalancerNodePorts": true,
+                "ports": [
+                    {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080,
+                     "appProtocol": "http"},
+                    {"name": "dns", "port": 53, "targetPort": "dns", "protocol": "UDP"},
+                    {"name": "x", "port": 9, "protocol": "ICMP"}
+                ],
+                "selector": {"app": "web"},
+                "sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 600}},
+                "loadBalancerIP": "203.0.113.7",
+                "loadBalancerSourceRanges": ["198.51.100.0/24"],
+                "publishNotReadyAddresses": true
+            },
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}
+        }))
+        .unwrap()
+    }
+
+    fn spec_of(
+        svc: &Service,
+    ) -> Result<(kuryr_api::KuryrLoadBalancerSpec, Vec<kuryr_core::lb::Problem>), kuryr_core::lb::Skip> {
+        let defaults = kuryr_core::lb::SpecDefaults {
+            subnet_id: Some("subnet".into()),
+            ..Default::default()
+        };
+        kuryr_core::lb::service_spec(svc, Vec::new(), &defaults)
+    }
+
+    #[test]
+    fn a_slim_service_gives_the_same_load_balancer_spec_and_keeps_what_the_front_end_reads() {
+        for kind in ["LoadBalancer", "NodePort", "ClusterIP", "ExternalName"] {
+            let mut s = rich_service(kind);
+            let (before, owner) = (spec_of(&s), s.controller_owner_ref(&()));
+            service(&mut s);
+            assert_eq!(spec_of(&s), before, "{kind}");
+            assert_eq!(s.controller_owner_ref(&()), owner);
+        }
+        let mut s = rich_service("ClusterIP");
+        service(&mut s);
+        let m = &s.metadata;
+        assert_eq!(
+            (m.uid.as_deref(), m.resource_version.as_deref()),
+            (Some("uid-s"), Some("9"))
+        );
+        assert!(m.creation_timestamp.is_some() && m.deletion_timestamp.is_some());
+        assert_eq!(m.finalizers.as_ref().map(Vec::len), Some(1));
+        assert_eq!(m.annotations.as_ref().map(|a| a.len()), Some(5));
+        assert!(m.labels.is_none() && m.owner_references.is_none() && m.managed_fields.is_none());
+        let spec = s.spec.as_ref().unwrap();
+        assert_eq!(spec.publish_not_ready_addresses, Some(true));
+        assert!(spec.selector.as_ref().is_some_and(|s| !s.is_empty()));
+        assert!(spec.ip_families.is_none() && spec.external_ips.is_none());
+        assert!(spec.ports.iter().flatten().all(|p| p.app_protocol.is_none()));
+        assert!(s.status.is_none());
+    }
+
+    #[test]
+    fn a_policy_slim_service_models_the_same_and_keeps_nothing_else() {
+        let mut s = rich_service("ClusterIP");
+        // The policy model refuses the ICMP port: a Service it reads has TCP, UDP and SCTP ports.
+        s.spec.as_mut().unwrap().ports.as_mut().unwrap().pop();
+        let before = kuryr_core::policy::model::Service::from_k8s(&s).unwrap();
+        policy_service(&mut s);
+        assert_eq!(kuryr_core::policy::model::Service::from_k8s(&s).unwrap(), before);
+        assert_eq!(s.metadata.uid.as_deref(), Some("uid-s"));
+        assert!(s.metadata.annotations.is_none() && s.metadata.finalizers.is_none());
+        let spec = s.spec.as_ref().unwrap();
+        assert!(spec.type_.is_none() && spec.session_affinity.is_none());
+        assert!(spec
+            .ports
+            .iter()
+            .flatten()
+            .all(|p| p.name.is_none() && p.node_port.is_none()));
+    }
+
+    #[test]
+    fn a_slim_endpoint_slice_gives_the_same_backends_and_service() {
+        let mut s: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-abcde", "namespace": "ns", "uid": "uid-e", "resourceVersion": "11",
+                "generateName": "web-",
+                "labels": {SERVICE_NAME_LABEL: "web", "app": "web",
+                           "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-27T12:00:00Z"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "uid-s"}],
+                "managedFields": [{"manager": "kube-controller-manager", "operation": "Update"}]
+            },
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["10.0.0.5"], "conditions": {"ready": true, "serving": true, "terminating": false},
+                 "hostname": "web-0", "nodeName": "node-1", "zone": "az1",
+                 "hints": {"forZones": [{"name": "az1"}]},
+                 "targetRef": {"kind": "Pod", "name": "web-0", "namespace": "ns", "uid": "uid-p",
+                               "resourceVersion": "3", "apiVersion": "v1", "fieldPath": "x"}},
+                {"addresses": ["10.0.0.6"], "conditions": {"ready": false, "serving": true, "terminating": true},
+                 "nodeName": "node-2"}
+            ],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP", "appProtocol": "http"}]
+        }))
+        .unwrap();
+        let before = (
+            kuryr_core::lb::endpoints::from_slices([&s], false),
+            kuryr_core::lb::endpoints::from_slices([&s], true),
+            crate::services::service_of(&s),
+        );
+        endpoint_slice(&mut s);
+        assert_eq!(
+            (
+                kuryr_core::lb::endpoints::from_slices([&s], false),
+                kuryr_core::lb::endpoints::from_slices([&s], true),
+                crate::services::service_of(&s),
+            ),
+            before
+        );
+        let m = &s.metadata;
+        assert_eq!(
+            (m.uid.as_deref(), m.resource_version.as_deref()),
+            (Some("uid-e"), Some("11"))
+        );
+        assert_eq!(m.labels.as_ref().map(|l| l.len()), Some(1));
+        assert!(m.annotations.is_none() && m.owner_references.is_none() && m.managed_fields.is_none());
+        let e = &s.endpoints[0];
+        assert!(e.zone.is_none() && e.hints.is_none());
+        assert!(e
+            .target_ref
+            .as_ref()
+            .is_some_and(|t| t.api_version.is_none() && t.field_path.is_none()));
+        assert!(s.ports.iter().flatten().all(|p| p.app_protocol.is_none()));
+    }
+
+    #[test]
+    fn a_slim_kuryrloadbalancer_keeps_its_spec_and_status_whole() {
+        let mut k: KuryrLoadBalancer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "openstack.org/v1", "kind": "KuryrLoadBalancer",
+            "metadata": {"name": "web", "namespace": "ns", "uid": "uid-k",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "uid-s"}],
+                         "managedFields": [{"manager": "kuryr-controller", "operation": "Update"}]},
+            "spec": {"ip": "10.96.0.10", "ports": [{"port": 80, "protocol": "TCP", "targetPort": "8080"}],
+                     "endpointSlices": [{"endpoints": [{"addresses": ["10.0.0.5"]}], "ports": [{"port": 8080}]}]},
+            "status": {"loadbalancer": {"id": "lb", "name": "ns/web", "ip": "10.96.0.10", "port_id": "p",
+                                        "project_id": "pr", "subnet_id": "s"},
+                       "members": [{"id": "m", "ip": "10.0.0.5", "name": "", "pool_id": "po", "port": 8080,
+                                    "project_id": "pr", "subnet_id": "s"}],
+                       "observedGeneration": 1}
+        }))
+        .unwrap();
+        let (spec, status, meta_before) = (k.spec.clone(), k.status.clone(), k.metadata.clone());
+        kuryrloadbalancer(&mut k);
+        assert_eq!((k.spec, k.status), (spec, status));
+        assert_eq!(
+            k.metadata,
+            ObjectMeta {
+                managed_fields: None,
+                ..meta_before
+            }
+        );
+    }
+
+    #[test]
+    fn compacted_lists_hold_no_slack() {
+        let mut s = EndpointSlice::default();
+        s.endpoints.reserve(16);
+        s.endpoints.push(Default::default());
+        endpoint_slice(&mut s);
+        assert_eq!((s.endpoints.len(), s.endpoints.capacity()), (1, 1));
     }
 
     #[test]

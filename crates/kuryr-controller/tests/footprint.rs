@@ -1,14 +1,19 @@
 //! What one object costs in the controller's caches, whole and as `slim` keeps it: heap bytes held by the
 //! deserialized object, counted by this binary's allocator. The objects are real apiserver answers captured
 //! from the lab (`fixtures/footprint/`: a bench pod Pending on a node without a kubelet, a pod Running on a
-//! lab kubelet, a KuryrPort with the status the controller writes, each with its managedFields). One test
-//! only: the count is of the whole process, so nothing else may run beside it. The figures are printed for
-//! docs/BENCHMARKS.md ("Scale").
+//! lab kubelet, a KuryrPort with the status the controller writes; a two-port ClusterIP Service applied
+//! with kubectl, an EndpointSlice of its five pods made with kubectl, labelled and owned as the
+//! endpointslice controller makes its own (the pods had no node to run on), and the KuryrLoadBalancer the
+//! front end writes for the two, with a ten-member tree (two listeners and pools, five members each;
+//! Octavia ids made up, no controller served that namespace) written to its status subresource; each with
+//! its managedFields). One test only: the count is of the whole process, so nothing else may run beside
+//! it. The figures are printed for docs/BENCHMARKS.md ("Scale").
 
 use std::alloc::System;
 
-use kuryr_api::k8s_openapi::api::core::v1::Pod;
-use kuryr_api::KuryrPort;
+use kuryr_api::k8s_openapi::api::core::v1::{Pod, Service};
+use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
+use kuryr_api::{KuryrLoadBalancer, KuryrPort};
 use kuryr_controller::slim;
 use serde::de::DeserializeOwned;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -44,6 +49,24 @@ fn fixture(name: &str) -> String {
 
 fn whole<K>(_: &mut K) {}
 
+/// What a Service may cost in the caches of the Service front end and the KuryrLoadBalancer controller
+/// (issue 37): its Service, EndpointSlice and KuryrLoadBalancer.
+const PER_SERVICE_TARGET: usize = 12_000;
+
+/// Whole, without managedFields, and as `slim` keeps it, printed; (meta, slim).
+fn kind<K: DeserializeOwned + kuryr_api::Resource>(
+    name: &str,
+    json: &str,
+    slim: fn(&mut K),
+) -> (usize, usize) {
+    let full = cached::<K>(json, whole);
+    let meta = cached::<K>(json, slim::meta::<K>);
+    let slim = cached::<K>(json, slim);
+    println!("{name}: whole {full} B, without managedFields {meta} B, slim {slim} B");
+    assert!(meta < full, "{name}: managedFields cost nothing?");
+    (meta, slim)
+}
+
 #[test]
 fn slim_objects_cost_a_fraction_of_whole_ones() {
     for name in ["pod-pending.json", "pod-running.json"] {
@@ -68,4 +91,57 @@ fn slim_objects_cost_a_fraction_of_whole_ones() {
     println!("kuryrport.json: whole {full} B, without managedFields {meta} B; a status copy {status} B");
     assert!(meta < full, "kuryrport: managedFields cost nothing?");
     assert!(status < meta, "a status is part of its object");
+
+    services();
+}
+
+/// A Service's share: its Service, EndpointSlice and KuryrLoadBalancer, and the policy loop's copy of the
+/// Service.
+fn services() {
+    let (svc, slice, klb) = (
+        fixture("service.json"),
+        fixture("endpointslice.json"),
+        fixture("kuryrloadbalancer.json"),
+    );
+    fixture_is_what_the_front_end_writes(&svc, &slice, &klb);
+    let (svc_meta, svc_slim) = kind::<Service>("service.json", &svc, slim::service);
+    let policy = cached::<Service>(&svc, slim::policy_service);
+    println!("service.json: the policy loop's copy {policy} B");
+    let (slice_meta, slice_slim) = kind::<EndpointSlice>("endpointslice.json", &slice, slim::endpoint_slice);
+    // Read whole but its managedFields (see crate::slim): slim only compacts it.
+    let (klb_meta, klb_slim) =
+        kind::<KuryrLoadBalancer>("kuryrloadbalancer.json", &klb, slim::kuryrloadbalancer);
+    let before = svc_meta + slice_meta + klb_meta;
+    let after = svc_slim + slice_slim + klb_slim;
+    println!(
+        "per Service (Service + EndpointSlice + KuryrLoadBalancer): without managedFields {before} B, \
+         slim {after} B (target {PER_SERVICE_TARGET} B); with the policy loop's copy {} B",
+        after + policy
+    );
+    assert!(svc_slim < svc_meta && slice_slim < slice_meta && klb_slim < klb_meta);
+    assert!(policy < svc_slim, "the policy loop reads less of a Service");
+    // Over the target: the KuryrLoadBalancer alone is most of it, and all of it is read (crate::slim).
+    assert!(
+        after * 4 < before * 3,
+        "a Service costs {after} B in the caches, not a quarter under {before} B"
+    );
+}
+
+/// The KuryrLoadBalancer fixture's spec is the one the front end builds from the Service and EndpointSlice
+/// fixtures (with its service subnet and the lab's provider), so the three are one Service's share.
+fn fixture_is_what_the_front_end_writes(svc: &str, slice: &str, klb: &str) {
+    let svc: Service = serde_json::from_str(svc).expect("fixture parses");
+    let slice: EndpointSlice = serde_json::from_str(slice).expect("fixture parses");
+    let klb: KuryrLoadBalancer = serde_json::from_str(klb).expect("fixture parses");
+    let defaults = kuryr_core::lb::SpecDefaults {
+        subnet_id: klb.spec.subnet_id.clone(),
+        provider: Some("ovn".into()),
+        ..Default::default()
+    };
+    let slices = kuryr_core::lb::endpoints::from_slices([&slice], false);
+    let (spec, problems) = kuryr_core::lb::service_spec(&svc, slices, &defaults).expect("served");
+    assert_eq!(spec, klb.spec);
+    assert!(problems.is_empty(), "{problems:?}");
+    let members = klb.status.map_or(0, |s| s.members.len());
+    assert_eq!(members, 10, "two ports, five ready endpoints");
 }

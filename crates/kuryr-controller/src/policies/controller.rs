@@ -112,7 +112,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             scoped::<Service>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_svcs,
-            slim::meta,
+            slim::policy_service,
             "service watch"
         ),
     ]);

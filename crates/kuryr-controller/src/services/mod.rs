@@ -151,11 +151,11 @@ async fn serve(
 ) {
     let svc_api: Api<Service> = scope.api(&client);
     let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
-    // Caches fed slimmed objects (no managedFields, see crate::slim).
-    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::meta);
+    // Caches fed slimmed objects (see crate::slim).
+    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::kuryrloadbalancer);
     // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
     // request's worth of memory; it only writes to the apiserver.
-    let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::meta)
+    let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::service)
         .owns(klb_api, scope.objects())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));
 
@@ -164,7 +164,7 @@ async fn serve(
     let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
     let stream = watcher(scope.api::<EndpointSlice>(&client), scope.slices())
         .default_backoff()
-        .modify(slim::meta)
+        .modify(slim::endpoint_slice)
         .reflect(slice_writer)
         .touched_objects();
     svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
