@@ -47,6 +47,9 @@ pub fn build(o: &Objects<'_>, with_services: bool) -> Inputs {
         .kuryrports
         .iter()
         .filter(|kp| ours(kp.namespace()))
+        // Being deleted: its port is going back to a pool or away; groups set on it now would stay on
+        // a pool port (and keep a gone policy's group in use).
+        .filter(|kp| kp.metadata.deletion_timestamp.is_none())
         .filter_map(|kp| {
             let st = kp.status.as_ref()?;
             let (_, vif) = st.default_vif()?;
@@ -167,5 +170,36 @@ mod tests {
         assert_eq!(inputs.invalid.len(), 1);
         assert!(inputs.invalid.contains_key(&PodKey::new("a", "bad")));
         assert_eq!(inputs.cluster.namespaces.len(), 1);
+    }
+
+    #[test]
+    fn a_pod_whose_kuryrport_is_being_deleted_has_no_port_to_protect() {
+        let namespaces = vec![obj::<Namespace>(json!({"metadata": {"name": "a"}}))];
+        let pods = vec![obj::<Pod>(
+            json!({"metadata": {"namespace": "a", "name": "leaving"}, "spec": {"containers": []}}),
+        )];
+        let kuryrports = vec![obj::<KuryrPort>(
+            json!({"apiVersion": "openstack.org/v1", "kind": "KuryrPort",
+            "metadata": {"namespace": "a", "name": "leaving", "deletionTimestamp": "2026-11-29T10:00:00Z",
+                         "finalizers": ["kuryr.openstack.org/kuryrport-finalizer"]},
+            "spec": {"podUid": "u", "podNodeName": "n"},
+            "status": {"vifs": {"eth0": {"default": true, "vif": {"type": "neutron-vif", "portId": "port-a",
+                "networkId": "net", "mac": "fa:16:3e:00:00:01", "ips": [{"address": "10.0.0.5", "cidr": "10.0.0.0/24"}]}}}}}),
+        )];
+        let inputs = build(
+            &Objects {
+                namespaces: &namespaces,
+                pods: &pods,
+                kuryrports: &kuryrports,
+                policies: &[],
+                services: &[],
+            },
+            false,
+        );
+        assert!(
+            inputs.ports.is_empty(),
+            "its port is going back to a pool: no groups set on it"
+        );
+        assert!(inputs.cluster.pods.is_empty());
     }
 }

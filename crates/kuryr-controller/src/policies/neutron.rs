@@ -14,7 +14,7 @@ use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::security_groups::{self, CreateRule, CreateSecurityGroup, SecurityGroupRule};
 use kuryr_openstack::neutron::{ports, Filter};
 use kuryr_openstack::{ownership, Cloud, Owner};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::errors::{Error, Result};
 
@@ -185,6 +185,8 @@ pub struct Applied {
     pub rules_deleted: usize,
     pub ports_updated: usize,
     pub groups_deleted: usize,
+    /// Groups of gone policies still on a port that is not a pool port: left for a later sync.
+    pub groups_in_use: usize,
 }
 
 /// Runs `plan` (made from `desired`) in order. 404 on a delete is done; any other failure stops the run.
@@ -251,8 +253,11 @@ pub async fn execute(t: &Target<'_>, desired: &CompiledPolicy, plan: &Plan) -> R
         }
     }
     for id in &plan.delete_security_groups {
-        security_groups::delete(t.cloud, id).await?;
-        out.groups_deleted += 1;
+        if delete_group(t, id).await? {
+            out.groups_deleted += 1;
+        } else {
+            out.groups_in_use += 1;
+        }
     }
     // Ids of groups that were neither observed nor created can't exist; check the desired set is complete.
     if let Some(sg) = desired
@@ -274,6 +279,43 @@ pub async fn execute(t: &Target<'_>, desired: &CompiledPolicy, plan: &Plan) -> R
         );
     }
     Ok(out)
+}
+
+/// Deletes group `id`; whether it went. A group still on a port (409) is first taken off this cluster's
+/// pool ports: a port given back to its pool while a sync set its pod's groups keeps them. One still on
+/// another port is left for the next sync with a warning: the other policies' work must not wait for it
+/// (a failed sync is retried with backoff, and every policy with it).
+async fn delete_group(t: &Target<'_>, id: &str) -> Result<bool> {
+    match security_groups::delete(t.cloud, id).await {
+        Ok(_) => return Ok(true),
+        Err(e) if e.is_not_found() => return Ok(true),
+        Err(e) if !e.is_conflict() => return Err(e.into()),
+        Err(_) => {}
+    }
+    let pool = Owner::new(t.cluster_id, OwnerKind::Pool.as_str(), t.cluster_id).tags()?;
+    let holders = ports::list(t.cloud, Filter::new().eq("security_groups", id).tags(&pool)).await?;
+    for port in &holders {
+        let keep: Vec<String> = port
+            .security_groups
+            .iter()
+            .filter(|g| *g != id)
+            .cloned()
+            .collect();
+        match ports::set_security_groups(t.cloud, &port.id, &keep).await {
+            Ok(_) => info!(group = id, port = port.id, "security group taken off a pool port"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match security_groups::delete(t.cloud, id).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(true),
+        Err(e) if e.is_conflict() => {
+            warn!(group = id, "security group of a gone policy still on a port that is not a pool port: left for the next sync");
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Deletes every SG this cluster's policy controller made (uninstall, tests): ports first lose them.
