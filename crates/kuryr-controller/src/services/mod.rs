@@ -40,6 +40,9 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Service front-end reconciles in flight at most.
 const SERVICE_CONCURRENCY: u16 = 128;
+/// KuryrLoadBalancer reconciles in flight at most: a round holds its Octavia tree and the client's
+/// requests, and the client's own concurrency limit runs no more at once anyway.
+const KLB_CONCURRENCY: u16 = 128;
 
 /// The Service an EndpointSlice belongs to, by its `kubernetes.io/service-name` label.
 pub fn service_of(slice: &EndpointSlice) -> Option<ObjectRef<Service>> {
@@ -152,7 +155,8 @@ async fn serve(
     let svc_api: Api<Service> = scope.api(&client);
     let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
     // Caches fed slimmed objects (see crate::slim).
-    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::kuryrloadbalancer);
+    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::kuryrloadbalancer)
+        .with_config(controller::Config::default().concurrency(KLB_CONCURRENCY));
     // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
     // request's worth of memory; it only writes to the apiserver.
     let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::service)
