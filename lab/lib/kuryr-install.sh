@@ -203,6 +203,7 @@ namespace_prefixlen: 24
 metrics_addr: 127.0.0.1:28083
 leader_elect: true
 leader_lease_name: kuryr-controller-policy
+service_cidrs: $SVC_CIDR,$SVC_CIDR6
 leader_lease_seconds: 10
 leader_renew_grace_seconds: 3
 log_format: json
@@ -225,7 +226,8 @@ derive_controller() {
 }
 
 # instance e2e: one more controller for the namespaces Kubernetes' e2e framework makes (lab/e2e): every one
-# carries the label e2e-run. Cluster id <cluster id>-e2e, NetworkPolicies on, the main one's Services settings
+# carries the label e2e-run. Cluster id <cluster id>-e2e, NetworkPolicies on (with the Service CIDRs: policies
+# judge traffic to a clusterIP by the backends behind it, docs/network-policy.md), the main one's Services settings
 # (default/kubernetes stays the main one's: `default` is not selected here). Applied beside an install.
 cmd_instance_e2e() {
   [ -f "$INST/kuryr.yaml" ] || die "kuryr instance e2e: kuryr-rs is not installed (lab/lab kuryr install)"
@@ -235,6 +237,7 @@ cmd_instance_e2e() {
   cat >>"$INST/kuryr-e2e.yaml" <<EOC
 cluster_id: $(sed -n 's/^cluster_id: //p' "$INST/kuryr.yaml")-e2e
 namespace_selector: e2e-run
+service_cidrs: $SVC_CIDR,$SVC_CIDR6
 metrics_addr: 127.0.0.1:28084
 leader_lease_name: kuryr-controller-e2e
 EOC
