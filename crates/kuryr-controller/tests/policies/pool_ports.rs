@@ -2,13 +2,12 @@
 //! while a sync set its groups, seen in Kubernetes' Netpol e2e run on the lab): the sync takes the group off
 //! the pool port and deletes it. A group still on a port that is not ours is left for a later sync, and
 //! the sync does not fail for it (a failed sync is retried with backoff, every other policy with it).
-#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod};
-use kuryr_cloudsim::{Profile, Sim, SimHandle};
+use kuryr_cloudsim::Profile;
 use kuryr_controller::policies::controller::converge;
 use kuryr_controller::policies::inputs::{build, Objects};
 use kuryr_controller::policies::neutron::Target;
@@ -16,34 +15,16 @@ use kuryr_controller::policies::PolicyConfig;
 use kuryr_core::OwnerKind;
 use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest, Port};
 use kuryr_openstack::neutron::{networks, security_groups, subnets, Filter};
-use kuryr_openstack::{ClientConfig, Cloud, Owner, RateLimit};
+use kuryr_openstack::{Cloud, Owner};
 use serde_json::json;
+
+use crate::sim::connect;
 
 const CLUSTER: &str = "pool-sg";
 const NS: &str = "shop";
 
 fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
     Arc::new(serde_json::from_value(v).unwrap())
-}
-
-/// A client of a fresh cloudsim, which serves while the handle lives.
-async fn connect() -> (Cloud, SimHandle) {
-    let (_, sim) = Sim::new(Profile::zero()).spawn_on("127.0.0.1:0").await.unwrap();
-    let dir = std::env::temp_dir().join(format!("kuryr-policy-pool-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let yaml = dir.join("clouds.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
-    let config = ClientConfig::clouds_yaml(Some(yaml), "sim").with_rate_limit(RateLimit::unlimited());
-    let cloud = Cloud::connect(config).await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    (cloud, sim)
 }
 
 /// One converge of `policies` over pod `web-0` on `port` (when it is still the pod's).
@@ -108,7 +89,7 @@ async fn groups_of(cloud: &Cloud, port: &Port) -> Vec<String> {
 
 #[tokio::test]
 async fn a_gone_policys_group_is_taken_off_a_pool_port_and_deleted_and_one_on_a_foreign_port_waits() {
-    let (cloud, _sim) = connect().await;
+    let (cloud, _sim) = connect(Profile::zero(), None).await;
     let net = networks::create(&cloud, &networks::CreateNetwork::named("pods"), &[])
         .await
         .unwrap();

@@ -4,13 +4,12 @@
 //! carries exactly its groups (302 on the busiest port), a policy of 1,160 rules goes in the two bodies it
 //! needs, the calls are the formula of docs/network-policy.md ("Size and writes"), and a resync is two
 //! lists.
-#![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, Service};
-use kuryr_cloudsim::{Profile, Sim};
+use kuryr_cloudsim::Profile;
 use kuryr_controller::policies::controller::{converge, SyncReport};
 use kuryr_controller::policies::inputs::{build, Objects};
 use kuryr_controller::policies::neutron::Target;
@@ -19,8 +18,10 @@ use kuryr_core::policy::Direction;
 use kuryr_openstack::neutron::ports::{self, CreatePort, FixedIpRequest};
 use kuryr_openstack::neutron::security_groups;
 use kuryr_openstack::neutron::{networks, quotas, subnets, Filter};
-use kuryr_openstack::{ClientConfig, Cloud, Owner, RateLimit};
+use kuryr_openstack::{Cloud, Owner};
 use serde_json::{json, Value};
+
+use crate::sim::connect;
 
 const CLUSTER: &str = "size";
 const NS: &str = "big";
@@ -157,24 +158,8 @@ async fn sync(cloud: &Cloud, w: &World, config: &PolicyConfig) -> (SyncReport, B
 async fn a_namespace_of_500_policies_is_enforced_in_bodies_that_fit() {
     let mut profile = Profile::zero();
     profile.max_request_body.neutron = Some(LIMIT);
-    let (_, sim) = Sim::new(profile).spawn_on("127.0.0.1:0").await.unwrap();
-    let dir = std::env::temp_dir().join(format!("kuryr-policy-size-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let yaml = dir.join("clouds.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
     // The client's own rate limit (20 calls/s by default) would make this about two minutes of waiting.
-    let config = ClientConfig::clouds_yaml(Some(yaml), "sim")
-        .with_max_request_body(LIMIT)
-        .with_rate_limit(RateLimit::unlimited());
-    let cloud = Cloud::connect(config).await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let (cloud, _sim) = connect(profile, Some(LIMIT)).await;
     let project = cloud.project_id().unwrap();
     let limits: BTreeMap<String, i64> = [
         ("security_group", 1000),
