@@ -26,8 +26,9 @@ impl Reconciled for Pod {
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
 /// before it reached this controller's trigger (or the other way round).
 const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
-/// How long a KuryrPort this controller created may be missing from its cache before it is made again.
-const KURYRPORT_CACHE_LAG: Duration = Duration::from_secs(5);
+/// How long a KuryrPort or pod finalizer this controller made may be missing from its cache before it is
+/// made again.
+const CACHE_LAG: Duration = Duration::from_secs(5);
 /// Next look at a pod whose cached finalizer list was behind the server's.
 const STALE_CACHE: Duration = Duration::from_millis(200);
 /// Latest next look at a terminating pod whose containers still run.
@@ -62,14 +63,20 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
         tell_refused(&pod, &ctx).await;
     }
 
-    if actions.finalizer == FinalizerChange::Add && !finalizer::add(&pods, &pod, finalizers::POD).await? {
-        debug!("finalizer list changed under the cached pod; looking again");
-        return Ok(Action::requeue(STALE_CACHE));
+    if actions.finalizer == FinalizerChange::Add {
+        if ctx.book.finalizer_just_added(&uid, CACHE_LAG) {
+            debug!("finalizer added, not in the cached pod yet");
+        } else if finalizer::add(&pods, &pod, finalizers::POD).await? {
+            ctx.book.finalizer_added(&uid, CACHE_LAG);
+        } else {
+            debug!("finalizer list changed under the cached pod; looking again");
+            return Ok(Action::requeue(STALE_CACHE));
+        }
     }
     match actions.kuryrport {
         KuryrPortChange::Create => {
             ctx.book.first_seen(&uid);
-            if ctx.book.kuryrport_just_created(&uid, KURYRPORT_CACHE_LAG) {
+            if ctx.book.kuryrport_just_created(&uid, CACHE_LAG) {
                 debug!("KuryrPort created, not in the cache yet");
                 return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
             }

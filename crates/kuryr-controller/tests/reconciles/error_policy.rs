@@ -153,6 +153,30 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
 }
 
+#[tokio::test]
+async fn a_pod_reconciled_from_a_cache_behind_its_finalizer_is_not_patched_again() {
+    let cloud = TestCloud::start().await;
+    let h = harness(&cloud, |_| {});
+    let pod = bare_pod("web-2");
+    let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-2"), &pod);
+    let stale: Arc<Pod> = Arc::new(serde_json::from_value(stored).unwrap());
+
+    // The first round adds the finalizer; a KuryrPort event then wakes the pod's reconcile while the cache
+    // still holds the pod as it was before that patch.
+    for _ in 0..2 {
+        kuryr_controller::pods::frontend::reconcile(stale.clone(), h.ctx.clone())
+            .await
+            .unwrap();
+    }
+
+    assert_eq!(
+        h.api.requests(Method::PATCH, "/pods/web-2").len(),
+        1,
+        "one finalizer patch"
+    );
+    assert_eq!(h.api.requests(Method::POST, "/kuryrports").len(), 1);
+}
+
 /// A pod as first stored: scheduled on worker-1, no finalizer, no annotation.
 fn bare_pod(name: &str) -> Pod {
     Pod {
