@@ -443,3 +443,34 @@ async fn persistence_timeout_is_for_udp_and_sctp_pools_only() {
     let (_, v) = t.get(&format!("/v2/lbaas/pools/{udp_pool}")).await;
     assert_eq!(v["pool"]["session_persistence"]["persistence_timeout"], 900);
 }
+
+/// The ovn provider's pool update handler reads `admin_state_up` unconditionally: an update with
+/// `session_persistence` and without it is stored, and the pool ends in ERROR.
+#[tokio::test]
+async fn an_ovn_pool_update_of_session_persistence_without_admin_state_up_ends_in_error() {
+    let t = zero().await;
+    let sub = vip_subnet(&t).await;
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/loadbalancers",
+            full_body(&sub, "ovn", "SOURCE_IP_PORT", &[]),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let pool = id(&v["loadbalancer"]["pools"][0]);
+    let path = format!("/v2/lbaas/pools/{pool}");
+    let (s, v) = t
+        .put(
+            &path,
+            json!({"pool": {"admin_state_up": true, "session_persistence": {"type": "SOURCE_IP"}}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = t.get(&path).await;
+    assert_eq!(v["pool"]["provisioning_status"], "ACTIVE");
+    let (s, v) = t.put(&path, json!({"pool": {"session_persistence": null}})).await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = t.get(&path).await;
+    assert_eq!(v["pool"]["provisioning_status"], "ERROR");
+    assert!(v["pool"]["session_persistence"].is_null(), "{v}");
+}

@@ -186,6 +186,7 @@ pub fn build(lb: &LoadBalancer, m: &Map<String, Value>, sp_refused: bool) -> Api
         tls_versions: None,
         alpn_protocols: None,
         lb_id: lb.id.clone(),
+        fail_on_settle: false,
     })
 }
 
@@ -285,6 +286,7 @@ pub async fn update(
             p.session_persistence.clone()
         };
         let sp_refused = refuses_source_ip(&sh.profile(), &lb.provider);
+        let provider = lb.provider.clone();
         check_provider(&lb.provider, &algorithm, &p.protocol, sp.as_ref(), sp_refused)?;
         let listeners = listeners_of_pool(w, &id);
         lock_for_child(w, &p.lb_id, &listeners)?;
@@ -303,6 +305,11 @@ pub async fn update(
         }
         x.lb_algorithm = algorithm;
         x.session_persistence = sp;
+        // ovn-octavia-provider (11.0.0 on the lab, still so upstream): an update carrying
+        // session_persistence but no admin_state_up is applied, then its handler fails on the missing key
+        // (KeyError 'admin_state_up') and reports the pool in ERROR.
+        x.fail_on_settle =
+            provider == "ovn" && m.contains_key("session_persistence") && !m.contains_key("admin_state_up");
         x.provisioning_status = PENDING_UPDATE.to_owned();
         x.updated_at = Some(octavia_now());
         let v = to_json(&*x);

@@ -486,8 +486,10 @@ pub async fn execute(
             session_persistence,
         } => match session_persistence {
             Some(_) => {
+                // admin_state_up: see UpdatePool (our pools are always up).
                 let req = UpdatePool {
                     lb_algorithm: Some(lb_algorithm.clone()),
+                    admin_state_up: Some(true),
                     session_persistence: persistence(session_persistence),
                     ..UpdatePool::default()
                 };
@@ -503,7 +505,10 @@ pub async fn execute(
                             reqwest::Method::PUT,
                             format!("lbaas/pools/{id}"),
                         )
-                        .json(json!({"pool": {"lb_algorithm": lb_algorithm, "session_persistence": null}})),
+                        .json(
+                            json!({"pool": {"lb_algorithm": lb_algorithm, "admin_state_up": true,
+                            "session_persistence": null}}),
+                        ),
                     )
                     .await?;
             }

@@ -701,6 +701,11 @@ impl Lb {
     }
 }
 
+/// The Octavia load balancer the KuryrLoadBalancer's status records.
+fn klb_lb_id(lb: &Lb) -> String {
+    lb.klb().status.unwrap().loadbalancer.unwrap().id
+}
+
 fn client_ip(spec: &mut ServiceSpec, timeout: i32) {
     spec.session_affinity = Some("ClientIP".into());
     spec.session_affinity_config = Some(SessionAffinityConfig {
@@ -774,6 +779,7 @@ async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_p
         "{messages:?}"
     );
 
+    let lb_id = klb_lb_id(&lb);
     // A new timeout: the UDP pool is updated, once.
     cloud.sim.clear_calls();
     lb.edit_service(|s| client_ip(s, 900)).await;
@@ -781,7 +787,14 @@ async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_p
         lb.round().await;
     }
     assert_eq!(cloud.calls("octavia.pools.update"), 1);
+    // Updated in place: no pool in ERROR (the ovn provider's, without admin_state_up), no replacement.
+    assert_eq!(klb_lb_id(&lb), lb_id);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
     let pools = pools_by_protocol(&cloud).await;
+    assert!(
+        pools.values().all(|p| p.provisioning_status == "ACTIVE"),
+        "{pools:?}"
+    );
     assert_eq!(persistence(&pools["UDP"]), Some(("SOURCE_IP".into(), Some(900))));
     assert_eq!(persistence(&pools["TCP"]), Some(("SOURCE_IP".into(), None)));
 
@@ -806,6 +819,8 @@ async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_p
     }
     assert_eq!(cloud.calls("octavia.pools.update"), 4);
     assert_eq!(refused(&cloud), Vec::<String>::new());
+    assert_eq!(klb_lb_id(&lb), lb_id);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
     let pools = pools_by_protocol(&cloud).await;
     assert_eq!(persistence(&pools["UDP"]), Some(("SOURCE_IP".into(), Some(900))));
     assert_eq!(persistence(&pools["TCP"]), Some(("SOURCE_IP".into(), None)));

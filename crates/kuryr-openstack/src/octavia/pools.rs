@@ -131,6 +131,10 @@ pub struct UpdatePool {
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lb_algorithm: Option<String>,
+    /// The ovn provider fails an update that carries `session_persistence` without this (its handler reads
+    /// it unconditionally): the pool ends in ERROR.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_persistence: Option<SessionPersistence>,
     #[serde(skip_serializing_if = "Option::is_none")]
