@@ -349,3 +349,128 @@ async fn lists_are_paged_at_a_thousand_with_links_that_drop_the_filters() {
         .await;
     assert!(next(&two).is_some(), "a full page of one: {two}");
 }
+
+/// As Octavia's pool API: a persistence timeout is for UDP and SCTP pools (400 on a TCP pool's create or
+/// update, each with its own message), stored and answered back.
+#[tokio::test]
+async fn persistence_timeout_is_for_udp_and_sctp_pools_only() {
+    let t = zero().await;
+    let sub = vip_subnet(&t).await;
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/loadbalancers",
+            full_body(&sub, "ovn", "SOURCE_IP_PORT", &[]),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let lb = id(&v["loadbalancer"]);
+    let tcp_pool = id(&v["loadbalancer"]["pools"][0]);
+    let udp_listener = t
+        .create(
+            "/v2/lbaas/listeners",
+            "listener",
+            json!({"loadbalancer_id": lb, "protocol": "UDP", "protocol_port": 53}),
+        )
+        .await;
+    let sp = |timeout: Value| json!({"type": "SOURCE_IP", "persistence_timeout": timeout});
+
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/pools",
+            json!({"pool": {"loadbalancer_id": lb, "protocol": "TCP", "lb_algorithm": "SOURCE_IP_PORT",
+                "session_persistence": sp(json!(600))}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(
+        v["faultstring"],
+        "Validation failure: persistence_timeout and persistence_granularity is only for UDP and SCTP \
+         protocol pools."
+    );
+    let (s, v) = t
+        .put(
+            &format!("/v2/lbaas/pools/{tcp_pool}"),
+            json!({"pool": {"session_persistence": sp(json!(600))}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(
+        v["faultstring"],
+        "Validation failure: persistence_timeout and persistence_granularity is only for UDP protocol pools."
+    );
+    let (s, v) = t
+        .put(
+            &format!("/v2/lbaas/pools/{tcp_pool}"),
+            json!({"pool": {"session_persistence": {"type": "SOURCE_IP"}}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["pool"]["session_persistence"]["persistence_timeout"].is_null(),
+        "{v}"
+    );
+
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/pools",
+            json!({"pool": {"listener_id": id(&udp_listener), "protocol": "UDP",
+                "lb_algorithm": "SOURCE_IP_PORT", "session_persistence": sp(json!("long"))}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    let udp_pool = t
+        .create(
+            "/v2/lbaas/pools",
+            "pool",
+            json!({"listener_id": id(&udp_listener), "protocol": "UDP",
+                "lb_algorithm": "SOURCE_IP_PORT", "session_persistence": sp(json!(600))}),
+        )
+        .await;
+    let udp_pool = id(&udp_pool);
+    let (_, v) = t.get(&format!("/v2/lbaas/pools/{udp_pool}")).await;
+    assert_eq!(
+        v["pool"]["session_persistence"],
+        json!({"type": "SOURCE_IP", "cookie_name": null,
+        "persistence_timeout": 600, "persistence_granularity": null})
+    );
+    let (s, v) = t
+        .put(
+            &format!("/v2/lbaas/pools/{udp_pool}"),
+            json!({"pool": {"session_persistence": sp(json!(900))}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = t.get(&format!("/v2/lbaas/pools/{udp_pool}")).await;
+    assert_eq!(v["pool"]["session_persistence"]["persistence_timeout"], 900);
+}
+
+/// The ovn provider's pool update handler reads `admin_state_up` unconditionally: an update with
+/// `session_persistence` and without it is stored, and the pool ends in ERROR.
+#[tokio::test]
+async fn an_ovn_pool_update_of_session_persistence_without_admin_state_up_ends_in_error() {
+    let t = zero().await;
+    let sub = vip_subnet(&t).await;
+    let (s, v) = t
+        .post(
+            "/v2/lbaas/loadbalancers",
+            full_body(&sub, "ovn", "SOURCE_IP_PORT", &[]),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let pool = id(&v["loadbalancer"]["pools"][0]);
+    let path = format!("/v2/lbaas/pools/{pool}");
+    let (s, v) = t
+        .put(
+            &path,
+            json!({"pool": {"admin_state_up": true, "session_persistence": {"type": "SOURCE_IP"}}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = t.get(&path).await;
+    assert_eq!(v["pool"]["provisioning_status"], "ACTIVE");
+    let (s, v) = t.put(&path, json!({"pool": {"session_persistence": null}})).await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = t.get(&path).await;
+    assert_eq!(v["pool"]["provisioning_status"], "ERROR");
+    assert!(v["pool"]["session_persistence"].is_null(), "{v}");
+}

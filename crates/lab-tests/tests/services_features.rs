@@ -1,5 +1,6 @@
 //! Service features end to end, on cloudsim and on the lab's real Octavia: TCP and UDP on one port plus
-//! SCTP, sessionAffinity (SOURCE_IP persistence; on ovn with an Event: the provider applies none to TCP pools), type=LoadBalancer with a
+//! SCTP, sessionAffinity (SOURCE_IP persistence; on ovn with an Event: the provider applies none to TCP pools;
+//! a UDP pool's timeout becomes OVN's affinity_timeout), type=LoadBalancer with a
 //! floating IP on the VIP, not-ready endpoints (and publishNotReadyAddresses), a selector-less Service with
 //! manual Endpoints, and a listener timeout annotation change; plus the feature gates of an old Octavia
 //! (cloudsim at API 2.22: SCTP refused with an Event and a condition while the other port is served); and two
@@ -12,13 +13,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
-use kuryr_api::k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset};
+use kuryr_api::k8s_openapi::api::core::v1::{
+    ClientIPConfig, EndpointAddress, EndpointPort, EndpointSubset, SessionAffinityConfig,
+};
 use kuryr_api::{annotations, Api, Endpoints, ObjectMeta, Patch, PatchParams, PostParams};
 use kuryr_openstack::neutron::floating_ips;
 use kuryr_openstack::octavia::{listeners, pools};
 use lab_tests::{Lab, LabDns};
 use serde_json::json;
-use svc_common::{delta, mk_service, pod_ips, shape, supported, Backend, Harness};
+use svc_common::{delta, lb_id, mk_service, pod_ips, shape, supported, Backend, Harness};
 
 #[tokio::test]
 async fn features_on_cloudsim_amphora() -> anyhow::Result<()> {
@@ -165,6 +168,148 @@ async fn disjoint(a: &Harness, b: &Harness) -> anyhow::Result<()> {
     ensure!(
         b.tagged_lbs().await?.is_empty(),
         "b's load balancer left after its Service went"
+    );
+    Ok(())
+}
+
+/// sessionAffinity: ClientIP on a Service with a UDP and a TCP port, on the lab's real Octavia (ovn): the UDP
+/// pool carries the Service's `timeoutSeconds` as `persistence_timeout` and the ovn provider puts it on OVN's
+/// UDP Load_Balancer as `affinity_timeout`; the TCP pool has none (Octavia takes none there), nor has OVN's
+/// TCP Load_Balancer. A changed `timeoutSeconds` reaches OVN through a pool update.
+#[tokio::test]
+async fn client_ip_affinity_on_udp_is_ovn_affinity_with_the_service_timeout() -> anyhow::Result<()> {
+    let lab = Lab::require();
+    let h = Harness::start(&lab, Backend::lab(&lab, "ovn").await?, |_| {}).await?;
+    let result = udp_affinity(&h).await;
+    h.finish(result).await
+}
+
+async fn udp_affinity(h: &Harness) -> anyhow::Result<()> {
+    let app = [("app", "pinned")];
+    let ips = pod_ips(2);
+    h.ready_pods(
+        &[("p0".into(), ips[0].clone()), ("p1".into(), ips[1].clone())],
+        &app,
+        true,
+    )
+    .await?;
+    let mut svc = mk_service(
+        "pinned",
+        &[("dns", 53, "UDP", 5353), ("web", 80, "TCP", 8080)],
+        Some(&app),
+    );
+    let spec = svc.spec.as_mut().context("spec")?;
+    spec.session_affinity = Some("ClientIP".into());
+    spec.session_affinity_config = Some(SessionAffinityConfig {
+        client_ip: Some(ClientIPConfig {
+            timeout_seconds: Some(1234),
+        }),
+    });
+    h.services().create(&PostParams::default(), &svc).await?;
+    let mut first_lb = None;
+    for timeout in [1234, 4321] {
+        if timeout != 1234 {
+            let patch = json!({"spec": {"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": timeout}}}});
+            h.services()
+                .patch("pinned", &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+        }
+        let k = h
+            .wait_klb("pinned", "2 listeners, 2 members each", |k| {
+                shape(k) == (2, 2, 4) && k.spec.session_affinity_timeout_seconds == Some(timeout)
+            })
+            .await?;
+        // Octavia: the UDP pool has the timeout, the TCP pool none.
+        let mut by_protocol = BTreeMap::new();
+        for p in k.status.as_ref().map(|s| s.pools.clone()).unwrap_or_default() {
+            let pool = pools::get(&h.backend.check, &p.id).await?;
+            let sp = pool
+                .session_persistence
+                .map(|sp| (sp.kind, sp.persistence_timeout));
+            by_protocol.insert(pool.protocol, sp);
+        }
+        let want = |t: Option<u32>| Some(("SOURCE_IP".to_owned(), t));
+        ensure!(
+            by_protocol.get("UDP") == Some(&want(u32::try_from(timeout).ok()))
+                && by_protocol.get("TCP") == Some(&want(None)),
+            "pools' session persistence {by_protocol:?}, want the UDP one with {timeout} s"
+        );
+        // The new timeout is a pool update in place (a pool the provider fails would have the load
+        // balancer replaced).
+        let lb = lb_id(&k);
+        let first = first_lb.get_or_insert_with(|| lb.clone());
+        ensure!(*first == lb, "load balancer {first} replaced by {lb}");
+        // OVN: the ovn provider writes it as it handles the pool create or update; the Octavia pool may
+        // show it a moment before OVN does.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let rows = loop {
+            let rows = lab_tests::ovn::nb_load_balancers(&lb)?;
+            let udp = rows.iter().find(|r| r.protocol.as_deref() == Some("udp"));
+            let got = udp.and_then(|r| r.options.get("affinity_timeout").cloned());
+            if got == Some(timeout.to_string()) || Instant::now() > deadline {
+                break rows;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        for r in &rows {
+            eprintln!(
+                "OVN Load_Balancer {} {:?}: vips {:?} options {:?}",
+                r.name, r.protocol, r.vips, r.options
+            );
+        }
+        let options = |proto: &str| {
+            rows.iter()
+                .find(|r| r.protocol.as_deref() == Some(proto))
+                .map(|r| r.options.clone())
+        };
+        let udp = options("udp").context("no OVN Load_Balancer for the UDP listener")?;
+        ensure!(
+            udp.get("affinity_timeout") == Some(&timeout.to_string()),
+            "OVN UDP Load_Balancer options {udp:?}, want affinity_timeout={timeout}"
+        );
+        let tcp = options("tcp").context("no OVN Load_Balancer for the TCP listener")?;
+        ensure!(
+            !tcp.contains_key("affinity_timeout"),
+            "OVN TCP Load_Balancer options {tcp:?}: an affinity nobody asked for"
+        );
+    }
+    // Affinity off: the pools' persistence is cleared in place. (The ovn provider leaves OVN's
+    // affinity_timeout as it was on a cleared pool: printed, not asserted.)
+    let patch = json!({"spec": {"sessionAffinity": "None", "sessionAffinityConfig": null}});
+    h.services()
+        .patch("pinned", &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    let k = h
+        .wait_klb("pinned", "no affinity", |k| {
+            shape(k) == (2, 2, 4) && k.spec.session_affinity.is_none()
+        })
+        .await?;
+    ensure!(
+        first_lb.as_deref() == Some(lb_id(&k).as_str()),
+        "load balancer replaced when affinity went off"
+    );
+    for p in k.status.as_ref().map(|s| s.pools.clone()).unwrap_or_default() {
+        let pool = pools::get(&h.backend.check, &p.id).await?;
+        ensure!(
+            pool.session_persistence.is_none() && pool.provisioning_status == "ACTIVE",
+            "{} pool after affinity off: {:?} {}",
+            pool.protocol,
+            pool.session_persistence,
+            pool.provisioning_status
+        );
+    }
+    for r in lab_tests::ovn::nb_load_balancers(&lb_id(&k))? {
+        eprintln!(
+            "affinity off: OVN Load_Balancer {} {:?}: options {:?}",
+            r.name, r.protocol, r.options
+        );
+    }
+    // Released by the controller before it stops (Harness::finish strips finalizers only after a failure).
+    h.services().delete("pinned", &Default::default()).await?;
+    h.wait_gone("pinned").await?;
+    ensure!(
+        h.tagged_lbs().await?.is_empty(),
+        "the load balancer left after its Service went"
     );
     Ok(())
 }
@@ -347,7 +492,8 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     );
 
     // sessionAffinity: SOURCE_IP persistence on both; on ovn, where the provider sets no OVN affinity for a
-    // TCP pool (Octavia takes no timeout for one), an Event and Supported=False say so.
+    // TCP pool (Octavia takes no timeout for one), an Event and Supported=False say so. (UDP ports:
+    // client_ip_affinity_on_udp_is_ovn_affinity_with_the_service_timeout.)
     let k = h
         .wait_klb("affinity", "2 members", |k| shape(k) == (1, 1, 2))
         .await?;
@@ -359,8 +505,11 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
         .unwrap_or_default();
     let pool = pools::get(&h.backend.check, &pool_id).await?;
     ensure!(
-        pool.session_persistence.as_ref().map(|p| p.kind.as_str()) == Some("SOURCE_IP"),
-        "[{kind}] SOURCE_IP persistence: {:?}",
+        pool.session_persistence
+            .as_ref()
+            .map(|p| (p.kind.as_str(), p.persistence_timeout))
+            == Some(("SOURCE_IP", None)),
+        "[{kind}] SOURCE_IP persistence, no timeout on a TCP pool: {:?}",
         pool.session_persistence
     );
     if ovn {

@@ -130,6 +130,9 @@ pub struct Pool {
     pub alpn_protocols: Option<Vec<String>>,
     #[serde(skip)]
     pub lb_id: String,
+    /// The provider fails this pool's pending change: it ends in ERROR instead of ACTIVE.
+    #[serde(skip)]
+    pub fail_on_settle: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -109,12 +109,43 @@ fn session_persistence(m: &Map<String, Value>, protocol: &str) -> ApiResult<Opti
         )));
     }
     let get = |k: &str| sp.get(k).cloned().unwrap_or(Value::Null);
+    let timeout = get("persistence_timeout");
+    if !(timeout.is_null() || timeout.is_i64()) {
+        return Err(invalid_field("persistence_timeout", &timeout));
+    }
+    let granularity = get("persistence_granularity");
+    if !(granularity.is_null() || granularity.is_string()) {
+        return Err(invalid_field("persistence_granularity", &granularity));
+    }
     Ok(Some(serde_json::json!({
         "type": ty,
         "cookie_name": get("cookie_name"),
         "persistence_timeout": get("persistence_timeout"),
         "persistence_granularity": get("persistence_granularity"),
     })))
+}
+
+/// Octavia's check of a standalone pool create (`only_for` "UDP and SCTP") or update (whose message still
+/// says "UDP"): a persistence timeout or granularity on another protocol's pool is a 400. A fully-populated
+/// load balancer create does not make this check, nor does this emulation there.
+fn udp_sctp_only(sp: Option<&Value>, protocol: &str, only_for: &str) -> ApiResult<()> {
+    if protocol == "UDP" || protocol == "SCTP" {
+        return Ok(());
+    }
+    // Octavia tests truthiness: a timeout of 0 or an empty granularity passes.
+    let set = |k: &str| {
+        sp.and_then(|v| v.get(k)).is_some_and(|v| match v {
+            Value::Number(n) => n.as_i64() != Some(0),
+            Value::String(s) => !s.is_empty(),
+            _ => false,
+        })
+    };
+    if set("persistence_timeout") || set("persistence_granularity") {
+        return Err(ApiError::oct_validation(format!(
+            "persistence_timeout and persistence_granularity is only for {only_for} protocol pools."
+        )));
+    }
+    Ok(())
 }
 
 /// A new pool (PENDING_CREATE) in `lb` from a request body.
@@ -155,6 +186,7 @@ pub fn build(lb: &LoadBalancer, m: &Map<String, Value>, sp_refused: bool) -> Api
         tls_versions: None,
         alpn_protocols: None,
         lb_id: lb.id.clone(),
+        fail_on_settle: false,
     })
 }
 
@@ -211,6 +243,9 @@ pub async fn create(State(sh): State<Arc<Shared>>, body: Bytes) -> ApiResult<Res
                 ))
             }
         };
+        if let Some(protocol) = s(&m, "protocol") {
+            udp_sctp_only(m.get("session_persistence"), &protocol, "UDP and SCTP")?;
+        }
         let lb = w.lbs.get(&lb_id).ok_or_else(|| lb_not_found(&lb_id))?;
         let mut pool = build(lb, &m, refuses_source_ip(&sh.profile(), &lb.provider))?;
         let mut affected = Vec::new();
@@ -244,11 +279,14 @@ pub async fn update(
             return Err(invalid_field("lb_algorithm", &Value::String(algorithm)));
         }
         let sp = if m.contains_key("session_persistence") {
-            session_persistence(&m, &p.protocol)?
+            let sp = session_persistence(&m, &p.protocol)?;
+            udp_sctp_only(sp.as_ref(), &p.protocol, "UDP")?;
+            sp
         } else {
             p.session_persistence.clone()
         };
         let sp_refused = refuses_source_ip(&sh.profile(), &lb.provider);
+        let provider = lb.provider.clone();
         check_provider(&lb.provider, &algorithm, &p.protocol, sp.as_ref(), sp_refused)?;
         let listeners = listeners_of_pool(w, &id);
         lock_for_child(w, &p.lb_id, &listeners)?;
@@ -267,6 +305,11 @@ pub async fn update(
         }
         x.lb_algorithm = algorithm;
         x.session_persistence = sp;
+        // ovn-octavia-provider (11.0.0 on the lab, still so upstream): an update carrying
+        // session_persistence but no admin_state_up is applied, then its handler fails on the missing key
+        // (KeyError 'admin_state_up') and reports the pool in ERROR.
+        x.fail_on_settle =
+            provider == "ovn" && m.contains_key("session_persistence") && !m.contains_key("admin_state_up");
         x.provisioning_status = PENDING_UPDATE.to_owned();
         x.updated_at = Some(octavia_now());
         let v = to_json(&*x);

@@ -207,8 +207,12 @@ fn settle_objects(w: &mut World, (listeners, pools, members, hms): &Tree) {
             Some(s) if s == PENDING_DELETE => remove_pool(w, id),
             Some(s) if is_pending(&s) => {
                 if let Some(p) = w.pools.get_mut(id) {
-                    p.provisioning_status = ACTIVE.to_owned();
-                    p.operating_status = online(p.admin_state_up);
+                    if std::mem::take(&mut p.fail_on_settle) {
+                        p.provisioning_status = ERROR.to_owned();
+                    } else {
+                        p.provisioning_status = ACTIVE.to_owned();
+                        p.operating_status = online(p.admin_state_up);
+                    }
                 }
             }
             _ => {}

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use kuryr_api::loadbalancer::LbProtocol;
 use kuryr_core::lb::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, Fit, ListenerKey, MemberKey, MemberSubnets,
-    ObservedHm, ObservedLb, ObservedListener, ObservedPool, Op,
+    ObservedHm, ObservedLb, ObservedListener, ObservedPool, Op, PersistenceKind,
+    SessionPersistence as Persistence,
 };
 use kuryr_openstack::octavia::healthmonitors::{self, CreateHealthMonitor, HealthMonitor};
 use kuryr_openstack::octavia::listeners::{self, CreateListener, Listener, UpdateListener};
@@ -36,7 +37,7 @@ struct PoolParts {
     id: String,
     name: String,
     lb_algorithm: String,
-    session_persistence: Option<String>,
+    session_persistence: Option<Persistence>,
     listener_ids: Vec<String>,
     members: BTreeMap<MemberKey, String>,
     health_monitor: Option<ObservedHm>,
@@ -53,7 +54,7 @@ impl PoolParts {
             id: p.id,
             name: p.name,
             lb_algorithm: p.lb_algorithm,
-            session_persistence: p.session_persistence.map(|s| s.kind).filter(|k| !k.is_empty()),
+            session_persistence: observed_persistence(p.session_persistence.as_ref()),
             listener_ids: p.listeners.into_iter().map(|l| l.id).collect(),
             members,
             health_monitor,
@@ -230,11 +231,7 @@ pub fn observed_from_graph(lb: &LoadBalancer, graph: &Graph) -> Option<ObservedL
             id: p.id.clone(),
             name: p.name.clone(),
             lb_algorithm: p.lb_algorithm.clone(),
-            session_persistence: p
-                .session_persistence
-                .as_ref()
-                .map(|s| s.kind.clone())
-                .filter(|k| !k.is_empty()),
+            session_persistence: observed_persistence(p.session_persistence.as_ref()),
             listener_ids: p.listeners.iter().map(|l| l.id.clone()).collect(),
             members: p
                 .members
@@ -318,9 +315,19 @@ fn health_monitor(hm: &DesiredHm, tags: &[String]) -> CreateHealthMonitor {
     }
 }
 
-fn persistence(p: &Option<String>) -> Option<SessionPersistence> {
-    p.as_ref().map(|kind| SessionPersistence {
-        kind: kind.clone(),
+/// A pool's session persistence as Octavia reports it; `None` for an empty type.
+fn observed_persistence(sp: Option<&SessionPersistence>) -> Option<Persistence> {
+    let sp = sp?;
+    Some(Persistence {
+        kind: PersistenceKind::parse(&sp.kind)?,
+        timeout_s: sp.persistence_timeout,
+    })
+}
+
+fn persistence(p: &Option<Persistence>) -> Option<SessionPersistence> {
+    p.as_ref().map(|p| SessionPersistence {
+        kind: p.kind.as_str().to_owned(),
+        persistence_timeout: p.timeout_s,
         cookie_name: None,
     })
 }
@@ -479,8 +486,10 @@ pub async fn execute(
             session_persistence,
         } => match session_persistence {
             Some(_) => {
+                // admin_state_up: see UpdatePool (our pools are always up).
                 let req = UpdatePool {
                     lb_algorithm: Some(lb_algorithm.clone()),
+                    admin_state_up: Some(true),
                     session_persistence: persistence(session_persistence),
                     ..UpdatePool::default()
                 };
@@ -496,7 +505,10 @@ pub async fn execute(
                             reqwest::Method::PUT,
                             format!("lbaas/pools/{id}"),
                         )
-                        .json(json!({"pool": {"lb_algorithm": lb_algorithm, "session_persistence": null}})),
+                        .json(
+                            json!({"pool": {"lb_algorithm": lb_algorithm, "admin_state_up": true,
+                            "session_persistence": null}}),
+                        ),
                     )
                     .await?;
             }

@@ -12,7 +12,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kuryr_api::conditions::{find_condition, is_condition_true, READY};
-use kuryr_api::k8s_openapi::api::core::v1::{ObjectReference, ServicePort, ServiceSpec};
+use kuryr_api::k8s_openapi::api::core::v1::{
+    ClientIPConfig, ObjectReference, ServicePort, ServiceSpec, SessionAffinityConfig,
+};
 use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service};
@@ -668,6 +670,160 @@ async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_
             );
         }
     }
+}
+
+/// A Service's pools as Octavia holds them, by protocol.
+async fn pools_by_protocol(cloud: &TestCloud) -> BTreeMap<String, kuryr_openstack::octavia::pools::Pool> {
+    kuryr_openstack::octavia::pools::list(&cloud.cloud, Vec::new())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.protocol.clone(), p))
+        .collect()
+}
+
+/// (kind, persistence_timeout) of a pool's session persistence.
+fn persistence(pool: &kuryr_openstack::octavia::pools::Pool) -> Option<(String, Option<u32>)> {
+    pool.session_persistence
+        .as_ref()
+        .map(|p| (p.kind.clone(), p.persistence_timeout))
+}
+
+impl Lb {
+    /// The Service as the API server holds it, changed by `edit`, through the front end.
+    async fn edit_service(&mut self, edit: impl FnOnce(&mut ServiceSpec)) {
+        let mut svc: Service = serde_json::from_value(self.api.get(&Self::svc_path()).unwrap()).unwrap();
+        edit(svc.spec.as_mut().unwrap());
+        self.api.put(&Self::svc_path(), &svc);
+        frontend::reconcile(Arc::new(svc), self.ctx.clone())
+            .await
+            .unwrap();
+    }
+}
+
+/// The Octavia load balancer the KuryrLoadBalancer's status records.
+fn klb_lb_id(lb: &Lb) -> String {
+    lb.klb().status.unwrap().loadbalancer.unwrap().id
+}
+
+fn client_ip(spec: &mut ServiceSpec, timeout: i32) {
+    spec.session_affinity = Some("ClientIP".into());
+    spec.session_affinity_config = Some(SessionAffinityConfig {
+        client_ip: Some(ClientIPConfig {
+            timeout_seconds: Some(timeout),
+        }),
+    });
+}
+
+/// sessionAffinity: ClientIP with a UDP and a TCP port on the ovn provider: the UDP pool gets the Service's
+/// timeout as `persistence_timeout` (the ovn provider's OVN affinity needs it), the TCP pool none (Octavia
+/// answers 400 to one there) and an Event names the TCP port. A changed timeout is one pool update; affinity
+/// switched off and on again is pool updates Octavia takes.
+#[tokio::test]
+async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_pool_none() {
+    let cloud = TestCloud::start().await;
+    let mut profile = kuryr_cloudsim::Profile::zero();
+    profile.octavia.default_provider = "ovn".into();
+    cloud.sim.set_profile(profile);
+    let mut lb = lb_harness_with(&cloud, |c| {
+        c.provider = Some("ovn".into());
+        c.default_provider = "ovn".into();
+    })
+    .await;
+    let mut svc = service("ClusterIP");
+    let spec = svc.spec.as_mut().unwrap();
+    spec.ports.as_mut().unwrap().push(ServicePort {
+        name: Some("dns".into()),
+        port: 53,
+        protocol: Some("UDP".into()),
+        target_port: Some(IntOrString::Int(5353)),
+        ..ServicePort::default()
+    });
+    client_ip(spec, 600);
+    lb.api.put(&Lb::svc_path(), &svc);
+    let mut eps = slice(&["10.10.0.50", "10.10.0.51"]);
+    eps.ports.as_mut().unwrap().push(EndpointPort {
+        name: Some("dns".into()),
+        port: Some(5353),
+        protocol: Some("UDP".into()),
+        ..EndpointPort::default()
+    });
+    lb.slices.apply_watcher_event(&watcher::Event::Apply(eps));
+    frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();
+    let refused = |cloud: &TestCloud| -> Vec<String> {
+        cloud
+            .sim
+            .calls()
+            .iter()
+            .filter(|c| c.status >= 400)
+            .map(|c| format!("{} {} {}", c.op, c.path, c.status))
+            .collect()
+    };
+
+    assert!(!lb.rounds_until_ready(8).await, "a failed round");
+    assert_eq!(refused(&cloud), Vec::<String>::new());
+    let pools = pools_by_protocol(&cloud).await;
+    assert_eq!(persistence(&pools["UDP"]), Some(("SOURCE_IP".into(), Some(600))));
+    assert_eq!(persistence(&pools["TCP"]), Some(("SOURCE_IP".into(), None)));
+    let events = lb.api.requests(Method::POST, "/events");
+    let messages: Vec<&str> = events
+        .iter()
+        .filter(|e| e.body["reason"] == "SessionAffinityUnsupported")
+        .filter_map(|e| e.body["note"].as_str())
+        .collect();
+    assert!(!messages.is_empty(), "no SessionAffinityUnsupported Event");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("TCP/80") && !m.contains("UDP/53")),
+        "{messages:?}"
+    );
+
+    let lb_id = klb_lb_id(&lb);
+    // A new timeout: the UDP pool is updated, once.
+    cloud.sim.clear_calls();
+    lb.edit_service(|s| client_ip(s, 900)).await;
+    for _ in 0..4 {
+        lb.round().await;
+    }
+    assert_eq!(cloud.calls("octavia.pools.update"), 1);
+    // Updated in place: no pool in ERROR (the ovn provider's, without admin_state_up), no replacement.
+    assert_eq!(klb_lb_id(&lb), lb_id);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    let pools = pools_by_protocol(&cloud).await;
+    assert!(
+        pools.values().all(|p| p.provisioning_status == "ACTIVE"),
+        "{pools:?}"
+    );
+    assert_eq!(persistence(&pools["UDP"]), Some(("SOURCE_IP".into(), Some(900))));
+    assert_eq!(persistence(&pools["TCP"]), Some(("SOURCE_IP".into(), None)));
+
+    // Off, then on again: pool updates (where Octavia checks the timeout), none refused.
+    cloud.sim.clear_calls();
+    lb.edit_service(|s| {
+        s.session_affinity = Some("None".into());
+        s.session_affinity_config = None;
+    })
+    .await;
+    for _ in 0..4 {
+        lb.round().await;
+    }
+    let pools = pools_by_protocol(&cloud).await;
+    assert!(
+        pools.values().all(|p| p.session_persistence.is_none()),
+        "{pools:?}"
+    );
+    lb.edit_service(|s| client_ip(s, 900)).await;
+    for _ in 0..4 {
+        lb.round().await;
+    }
+    assert_eq!(cloud.calls("octavia.pools.update"), 4);
+    assert_eq!(refused(&cloud), Vec::<String>::new());
+    assert_eq!(klb_lb_id(&lb), lb_id);
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 0);
+    let pools = pools_by_protocol(&cloud).await;
+    assert_eq!(persistence(&pools["UDP"]), Some(("SOURCE_IP".into(), Some(900))));
+    assert_eq!(persistence(&pools["TCP"]), Some(("SOURCE_IP".into(), None)));
 }
 
 /// Namespace `NS` with `labels`, as the API server holds it.

@@ -10,6 +10,7 @@ use kuryr_api::loadbalancer::{
 use super::endpoints::ready_members;
 use super::model::{
     AdditionalVip, DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberSubnets, Problem,
+    SessionPersistence,
 };
 use super::names;
 
@@ -22,6 +23,9 @@ pub const SCTP: (u32, u32) = (2, 23);
 pub const ADDITIONAL_VIPS: (u32, u32) = (2, 26);
 
 pub const OVN: &str = "ovn";
+
+/// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
+pub const DEFAULT_AFFINITY_TIMEOUT_S: u32 = 10800;
 
 /// An option a provider's Octavia driver may not support, whatever the API version (older ovn providers
 /// refuse both); learnt from its refusal ("does not support a requested option").
@@ -82,35 +86,30 @@ pub fn desired_lb(
     let mut listeners = BTreeMap::new();
     let lb_type = spec.service_type.unwrap_or(ServiceType::ClusterIp);
 
-    let persistence = match spec.session_affinity {
-        Some(SessionAffinity::ClientIp) if caps.refuses(ProviderFeature::SourceIpPersistence) => {
-            problems.push(Problem::new(
-                "SessionAffinityUnsupported",
-                format!(
-                    "sessionAffinity ClientIP: provider {} refused SOURCE_IP session persistence; it only \
-                     hashes source IP and port, so clients are not pinned to one backend",
-                    caps.provider
-                ),
-            ));
-            None
-        }
-        Some(SessionAffinity::ClientIp) => {
-            // Asked anyway: a provider that honours it pins clients. Measured on ovn-octavia-provider 11.0.0:
-            // it accepts SOURCE_IP but sets OVN's affinity_timeout only from the pool's persistence_timeout,
-            // which Octavia accepts for UDP and SCTP pools alone, so a TCP pool gets no affinity at all.
-            if caps.is_ovn() {
-                problems.push(Problem::new(
-                    "SessionAffinityUnsupported",
-                    "sessionAffinity ClientIP: SOURCE_IP persistence is asked of the ovn provider, but \
-                     Octavia takes no persistence_timeout for TCP pools and without one the ovn provider \
-                     sets no OVN affinity: clients are spread by source IP and port"
-                        .to_owned(),
-                ));
-            }
-            Some("SOURCE_IP".to_owned())
-        }
-        _ => None,
+    // sessionAffinity ClientIP: SOURCE_IP persistence, unless this provider refused it before.
+    let client_ip = spec.session_affinity == Some(SessionAffinity::ClientIp);
+    let client_ip = if client_ip && caps.refuses(ProviderFeature::SourceIpPersistence) {
+        problems.push(Problem::new(
+            "SessionAffinityUnsupported",
+            format!(
+                "sessionAffinity ClientIP: provider {} refused SOURCE_IP session persistence; it only \
+                 hashes source IP and port, so clients are not pinned to one backend",
+                caps.provider
+            ),
+        ));
+        false
+    } else {
+        client_ip
     };
+    // Kubernetes defaults sessionAffinityConfig.clientIP.timeoutSeconds; a spec written without it gets
+    // that default too.
+    let affinity_timeout = spec
+        .session_affinity_timeout_seconds
+        .and_then(|t| u32::try_from(t).ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(DEFAULT_AFFINITY_TIMEOUT_S);
+    // Ports whose ClientIP persistence has no effect (see below).
+    let mut unpinned = Vec::new();
 
     let mut expose = lb_type == ServiceType::LoadBalancer;
     let mut allowed_cidrs = Vec::new();
@@ -239,6 +238,18 @@ pub fn desired_lb(
                         None
                     }
                 });
+        // Octavia takes a persistence_timeout for UDP and SCTP pools only (400 on others). Measured on
+        // ovn-octavia-provider 11.0.0: it sets OVN's affinity_timeout only from that timeout, so a TCP pool
+        // gets no affinity at all.
+        let session_persistence = client_ip.then(|| match port.protocol {
+            LbProtocol::Udp | LbProtocol::Sctp => SessionPersistence::source_ip(Some(affinity_timeout)),
+            LbProtocol::Tcp => {
+                if caps.is_ovn() {
+                    unpinned.push(label.clone());
+                }
+                SessionPersistence::source_ip(None)
+            }
+        });
         listeners.insert(
             key,
             DesiredListener {
@@ -249,13 +260,24 @@ pub fn desired_lb(
                 pool: DesiredPool {
                     name: listener_name,
                     lb_algorithm: caps.lb_algorithm().to_owned(),
-                    session_persistence: persistence.clone(),
+                    session_persistence,
                     members: ready_members(port, &spec.endpoint_slices),
                     member_subnets: member_subnets.clone(),
                     health_monitor,
                 },
             },
         );
+    }
+    if !unpinned.is_empty() {
+        problems.push(Problem::new(
+            "SessionAffinityUnsupported",
+            format!(
+                "sessionAffinity ClientIP has no effect on {}: Octavia takes no persistence_timeout for TCP \
+                 pools and without one the ovn provider sets no OVN affinity, so clients are spread by source \
+                 IP and port (UDP and SCTP ports are pinned)",
+                unpinned.join(", ")
+            ),
+        ));
     }
     (
         DesiredLb {

@@ -47,7 +47,7 @@ pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
 pub use landing::cleanup_hold;
 pub use model::{
     AdditionalVip, DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, MemberSubnets,
-    ObservedHm, ObservedLb, ObservedListener, ObservedPool, Problem,
+    ObservedHm, ObservedLb, ObservedListener, ObservedPool, PersistenceKind, Problem, SessionPersistence,
 };
 pub use plan::{create_op, plan, Op};
 pub use schedule::{RoundStart, Schedule, ScheduleConfig};

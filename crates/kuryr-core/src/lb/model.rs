@@ -94,12 +94,71 @@ pub struct DesiredListener {
     pub pool: DesiredPool,
 }
 
+/// Octavia's session persistence types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PersistenceKind {
+    SourceIp,
+    HttpCookie,
+    AppCookie,
+    /// A type this code does not know (seen on a pool, never asked for).
+    Other(String),
+}
+
+impl PersistenceKind {
+    /// Octavia's name for it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::SourceIp => "SOURCE_IP",
+            Self::HttpCookie => "HTTP_COOKIE",
+            Self::AppCookie => "APP_COOKIE",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// From Octavia's name; `None` for an empty one (no persistence).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "" => return None,
+            "SOURCE_IP" => Self::SourceIp,
+            "HTTP_COOKIE" => Self::HttpCookie,
+            "APP_COOKIE" => Self::AppCookie,
+            other => Self::Other(other.to_owned()),
+        })
+    }
+}
+
+/// A pool's session persistence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionPersistence {
+    pub kind: PersistenceKind,
+    /// Octavia `persistence_timeout` (seconds): UDP and SCTP pools only (Octavia refuses it on others). The
+    /// ovn provider sets OVN's `affinity_timeout` from it, and sets no affinity without it.
+    pub timeout_s: Option<u32>,
+}
+
+impl SessionPersistence {
+    /// `SOURCE_IP`, with `timeout_s` if given.
+    pub fn source_ip(timeout_s: Option<u32>) -> Self {
+        Self {
+            kind: PersistenceKind::SourceIp,
+            timeout_s,
+        }
+    }
+
+    /// Whether a pool that has `have` gives what `self` asks: the same kind, and the timeout when one is
+    /// asked (a pool may report a provider default where none was asked).
+    pub fn satisfied_by(&self, have: &SessionPersistence) -> bool {
+        self.kind == have.kind && (self.timeout_s.is_none() || self.timeout_s == have.timeout_s)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DesiredPool {
     pub name: String,
     pub lb_algorithm: String,
-    /// `SOURCE_IP` for sessionAffinity ClientIP where the provider has it.
-    pub session_persistence: Option<String>,
+    /// `SOURCE_IP` for sessionAffinity ClientIP where the provider has it (with the Service's timeout on UDP
+    /// and SCTP pools).
+    pub session_persistence: Option<SessionPersistence>,
     /// (address, port) → member name.
     pub members: BTreeMap<MemberKey, String>,
     /// Subnets members are declared on (the pod subnets), by IP family.
@@ -147,7 +206,7 @@ pub struct ObservedPool {
     pub id: String,
     pub name: String,
     pub lb_algorithm: String,
-    pub session_persistence: Option<String>,
+    pub session_persistence: Option<SessionPersistence>,
     /// (address, port) → member id.
     pub members: BTreeMap<MemberKey, String>,
     pub health_monitor: Option<ObservedHm>,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use super::fit::{batches, creatable, Fit};
 use super::model::{
     DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, MemberSubnets, ObservedLb,
+    SessionPersistence,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub enum Op {
     UpdatePool {
         id: String,
         lb_algorithm: String,
-        session_persistence: Option<String>,
+        session_persistence: Option<SessionPersistence>,
     },
     /// The pool's whole member set in one call.
     ReplaceMembers {
@@ -205,9 +206,11 @@ pub fn plan(desired: &DesiredLb, observed: Option<&ObservedLb>, fit: &dyn Fit) -
             });
             continue;
         };
-        if pool.lb_algorithm != want.pool.lb_algorithm
-            || pool.session_persistence != want.pool.session_persistence
-        {
+        let persistence_differs = match (&want.pool.session_persistence, &pool.session_persistence) {
+            (Some(w), Some(h)) => !w.satisfied_by(h),
+            (w, h) => w.is_some() != h.is_some(),
+        };
+        if pool.lb_algorithm != want.pool.lb_algorithm || persistence_differs {
             ops.push(Op::UpdatePool {
                 id: pool.id.clone(),
                 lb_algorithm: want.pool.lb_algorithm.clone(),

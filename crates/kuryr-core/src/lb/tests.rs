@@ -1,7 +1,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{
+    ClientIPConfig, ObjectReference, Service, ServicePort, ServiceSpec, SessionAffinityConfig,
+};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -308,7 +310,10 @@ fn session_affinity_is_source_ip_persistence_and_an_event_where_ovn_differs_or_r
     );
     assert!(problems.is_empty());
     let pool = &lb.listeners.values().next().unwrap().pool;
-    assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
+    assert_eq!(
+        pool.session_persistence,
+        Some(SessionPersistence::source_ip(None))
+    );
     let (lb, problems) = desired_lb(
         "ns",
         "web",
@@ -319,8 +324,12 @@ fn session_affinity_is_source_ip_persistence_and_an_event_where_ovn_differs_or_r
     // Asked of the ovn provider too, said to be without effect there (no timeout for TCP pools).
     assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
     assert!(problems[0].message.contains("TCP pools"), "{problems:?}");
+    assert!(problems[0].message.contains("TCP/80"), "{problems:?}");
     let pool = &lb.listeners.values().next().unwrap().pool;
-    assert_eq!(pool.session_persistence.as_deref(), Some("SOURCE_IP"));
+    assert_eq!(
+        pool.session_persistence,
+        Some(SessionPersistence::source_ip(None))
+    );
     assert_eq!(pool.lb_algorithm, "SOURCE_IP_PORT");
     // An older ovn provider that refused it: no persistence, and the Event says so.
     let old_ovn = OctaviaCaps {
@@ -332,6 +341,146 @@ fn session_affinity_is_source_ip_persistence_and_an_event_where_ovn_differs_or_r
     assert!(problems[0].message.contains("refused"), "{problems:?}");
     let pool = &lb.listeners.values().next().unwrap().pool;
     assert_eq!(pool.session_persistence, None);
+}
+
+/// A ClientIP Service with TCP, UDP and SCTP ports and `timeoutSeconds` (None: the API server's default).
+fn affinity_spec(timeout: Option<i32>) -> kuryr_api::KuryrLoadBalancerSpec {
+    let mut s = svc(
+        "ns",
+        "mix",
+        &[
+            ("http", 80, "TCP", 8080),
+            ("dns", 53, "UDP", 5353),
+            ("sig", 9, "SCTP", 9),
+        ],
+    );
+    let sp = s.spec.as_mut().unwrap();
+    sp.session_affinity = Some("ClientIP".into());
+    sp.session_affinity_config = timeout.map(|t| SessionAffinityConfig {
+        client_ip: Some(ClientIPConfig {
+            timeout_seconds: Some(t),
+        }),
+    });
+    service_spec(&s, vec![], &defaults()).unwrap().0
+}
+
+fn persistence_of(lb: &DesiredLb, protocol: LbProtocol, port: u32) -> Option<SessionPersistence> {
+    lb.listeners[&ListenerKey::new(protocol, port)]
+        .pool
+        .session_persistence
+        .clone()
+}
+
+#[test]
+fn client_ip_gives_udp_and_sctp_pools_the_affinity_timeout_and_tcp_pools_none() {
+    let spec = affinity_spec(Some(600));
+    for provider in ["ovn", "amphora"] {
+        let (lb, problems) = desired_lb(
+            "ns",
+            "mix",
+            &spec,
+            &caps(provider, (2, 30)),
+            &MemberSubnets::default(),
+        );
+        let want = Some(SessionPersistence::source_ip(Some(600)));
+        assert_eq!(persistence_of(&lb, LbProtocol::Udp, 53), want, "{provider}");
+        assert_eq!(persistence_of(&lb, LbProtocol::Sctp, 9), want, "{provider}");
+        // Octavia refuses a persistence_timeout on a TCP pool.
+        assert_eq!(
+            persistence_of(&lb, LbProtocol::Tcp, 80),
+            Some(SessionPersistence::source_ip(None)),
+            "{provider}"
+        );
+        if provider == "ovn" {
+            // Only the TCP port is named: UDP and SCTP get OVN affinity.
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].reason, "SessionAffinityUnsupported");
+            assert!(problems[0].message.contains("TCP/80"), "{problems:?}");
+            assert!(!problems[0].message.contains("UDP/53"), "{problems:?}");
+            assert!(!problems[0].message.contains("SCTP/9"), "{problems:?}");
+        } else {
+            assert!(problems.is_empty(), "{problems:?}");
+        }
+    }
+    // A UDP-only ClientIP Service on ovn: pinned, nothing to say.
+    let mut udp = spec.clone();
+    udp.ports.retain(|p| p.protocol == LbProtocol::Udp);
+    let (_, problems) = desired_lb(
+        "ns",
+        "mix",
+        &udp,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    // No timeoutSeconds in the spec: Kubernetes' default.
+    let (lb, _) = desired_lb(
+        "ns",
+        "mix",
+        &affinity_spec(None),
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
+    assert_eq!(
+        persistence_of(&lb, LbProtocol::Udp, 53),
+        Some(SessionPersistence::source_ip(Some(10800)))
+    );
+}
+
+#[test]
+fn a_changed_affinity_timeout_is_one_pool_update_and_a_provider_default_is_corrected_once() {
+    let c = caps("ovn", (2, 30));
+    let (lb, _) = desired_lb(
+        "ns",
+        "mix",
+        &affinity_spec(Some(600)),
+        &c,
+        &MemberSubnets::default(),
+    );
+    let mut obs = observed_from(&lb);
+    assert!(plan(&lb, Some(&obs), &Unlimited).is_empty());
+    // The UDP pool made without a timeout reports a provider default: corrected, once.
+    let udp = ListenerKey::new(LbProtocol::Udp, 53);
+    let pool = obs.listeners.get_mut(&udp).unwrap().pool.as_mut().unwrap();
+    pool.session_persistence = Some(SessionPersistence::source_ip(Some(360)));
+    let ops = plan(&lb, Some(&obs), &Unlimited);
+    assert_eq!(
+        ops,
+        vec![Op::UpdatePool {
+            id: "p53".into(),
+            lb_algorithm: "SOURCE_IP_PORT".into(),
+            session_persistence: Some(SessionPersistence::source_ip(Some(600))),
+        }]
+    );
+    // A TCP pool reporting a timeout nobody asked for is left alone.
+    let tcp = ListenerKey::new(LbProtocol::Tcp, 80);
+    let pool = obs.listeners.get_mut(&tcp).unwrap().pool.as_mut().unwrap();
+    pool.session_persistence = Some(SessionPersistence::source_ip(Some(360)));
+    assert_eq!(plan(&lb, Some(&obs), &Unlimited), ops);
+    // The Service's timeout changed: the UDP and SCTP pools are updated, each once.
+    let obs = observed_from(&lb);
+    let (changed, _) = desired_lb(
+        "ns",
+        "mix",
+        &affinity_spec(Some(900)),
+        &c,
+        &MemberSubnets::default(),
+    );
+    let ops = plan(&changed, Some(&obs), &Unlimited);
+    let updated: Vec<(&str, Option<u32>)> = ops
+        .iter()
+        .map(|o| match o {
+            Op::UpdatePool {
+                id,
+                session_persistence: Some(sp),
+                ..
+            } => (id.as_str(), sp.timeout_s),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(updated, vec![("p9", Some(900)), ("p53", Some(900))]);
+    // Once carried out, nothing more.
+    assert!(plan(&changed, Some(&observed_from(&changed)), &Unlimited).is_empty());
 }
 
 #[test]

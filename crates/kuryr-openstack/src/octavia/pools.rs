@@ -17,6 +17,10 @@ pub struct SessionPersistence {
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cookie_name: Option<String>,
+    /// Seconds; UDP and SCTP pools only (Octavia answers 400 on others). The ovn provider sets OVN's
+    /// `affinity_timeout` from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistence_timeout: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -127,6 +131,10 @@ pub struct UpdatePool {
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lb_algorithm: Option<String>,
+    /// The ovn provider fails an update that carries `session_persistence` without this (its handler reads
+    /// it unconditionally): the pool ends in ERROR.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_state_up: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_persistence: Option<SessionPersistence>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,4 +153,36 @@ pub async fn update(cloud: &Cloud, id: &str, req: &UpdatePool) -> Result<Pool> {
             req,
         )
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn persistence_timeout_is_sent_only_when_set_and_read_back() {
+        let tcp = SessionPersistence {
+            kind: "SOURCE_IP".into(),
+            ..SessionPersistence::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&tcp).ok(),
+            Some(json!({"type": "SOURCE_IP"}))
+        );
+        let udp = SessionPersistence {
+            persistence_timeout: Some(600),
+            ..tcp.clone()
+        };
+        assert_eq!(
+            serde_json::to_value(&udp).ok(),
+            Some(json!({"type": "SOURCE_IP", "persistence_timeout": 600}))
+        );
+        // As Octavia answers: every attribute, unset ones null.
+        let read: SessionPersistence =
+            serde_json::from_value(json!({"type": "SOURCE_IP", "cookie_name": null,
+            "persistence_timeout": 600, "persistence_granularity": null}))
+            .expect("session_persistence");
+        assert_eq!(read, udp);
+    }
 }
