@@ -95,7 +95,9 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
         );
         async move {
             if cf.services.is_some() {
-                if let Err(e) = crate::services::run(c, cl, cf, m, s).await {
+                // Boxed: the Services controllers' future is large, and held inline it overflowed the 2 MiB
+                // stack of a test's runtime thread (the lab tests run this in-process).
+                if let Err(e) = Box::pin(crate::services::run(c, cl, cf, m, s)).await {
                     warn!(error = %e, "services controllers");
                 }
             }
