@@ -39,8 +39,9 @@ pub fn meta<K: Resource>(o: &mut K) {
 
 /// A Pod as it is read here: its metadata (name, namespace, uid, labels, annotations, finalizers,
 /// deletionTimestamp, owners), `spec.nodeName`, `spec.hostNetwork`, `status.phase` and which of its
-/// containers runs (the Pod front end, `kuryr_core::pod`), and its containers' names and named ports (the policy compiler resolves named
-/// ports). Volumes, tolerations, images, probes, env and the rest of the status go.
+/// containers runs (the Pod front end, `kuryr_core::pod`), and its containers' names and named ports (the
+/// policy compiler resolves named ports). Volumes, tolerations, images, probes, env and the rest of the
+/// status go.
 pub fn pod(p: &mut Pod) {
     meta(p);
     if let Some(spec) = p.spec.take() {

@@ -311,7 +311,10 @@ async fn delete_group(t: &Target<'_>, id: &str) -> Result<bool> {
         Ok(_) => Ok(true),
         Err(e) if e.is_not_found() => Ok(true),
         Err(e) if e.is_conflict() => {
-            warn!(group = id, "security group of a gone policy still on a port that is not a pool port: left for the next sync");
+            warn!(
+                group = id,
+                "security group of a gone policy still on a port that is not a pool port: left for the next sync"
+            );
             Ok(false)
         }
         Err(e) => Err(e.into()),

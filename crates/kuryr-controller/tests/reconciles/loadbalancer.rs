@@ -143,6 +143,20 @@ async fn lb_harness_selecting(
     }
 }
 
+/// [`lb_harness`] on a cloud whose Octavia defaults to the ovn provider (its profile changed by `tweak`),
+/// the controller asking for ovn.
+async fn ovn_lb_harness(cloud: &TestCloud, tweak: impl FnOnce(&mut kuryr_cloudsim::Profile)) -> Lb {
+    let mut profile = kuryr_cloudsim::Profile::zero();
+    profile.octavia.default_provider = "ovn".into();
+    tweak(&mut profile);
+    cloud.sim.set_profile(profile);
+    lb_harness_with(cloud, |c| {
+        c.provider = Some("ovn".into());
+        c.default_provider = "ovn".into();
+    })
+    .await
+}
+
 fn service(type_: &str) -> Service {
     named_service("web", type_, CLUSTER_IP)
 }
@@ -621,15 +635,10 @@ async fn a_provider_refusing_additional_vips_serves_the_first_family_and_says_so
 async fn client_ip_affinity_on_ovn_is_source_ip_persistence_unless_the_provider_refuses_it() {
     for refuses in [false, true] {
         let cloud = TestCloud::start().await;
-        let mut profile = kuryr_cloudsim::Profile::zero();
-        profile.octavia.default_provider = "ovn".into();
-        for p in profile.octavia.providers.values_mut() {
-            p.no_source_ip_persistence = refuses;
-        }
-        cloud.sim.set_profile(profile);
-        let mut lb = lb_harness_with(&cloud, |c| {
-            c.provider = Some("ovn".into());
-            c.default_provider = "ovn".into();
+        let mut lb = ovn_lb_harness(&cloud, |profile| {
+            for p in profile.octavia.providers.values_mut() {
+                p.no_source_ip_persistence = refuses;
+            }
         })
         .await;
         let mut svc = service("ClusterIP");
@@ -722,14 +731,7 @@ fn client_ip(spec: &mut ServiceSpec, timeout: i32) {
 #[tokio::test]
 async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_pool_none() {
     let cloud = TestCloud::start().await;
-    let mut profile = kuryr_cloudsim::Profile::zero();
-    profile.octavia.default_provider = "ovn".into();
-    cloud.sim.set_profile(profile);
-    let mut lb = lb_harness_with(&cloud, |c| {
-        c.provider = Some("ovn".into());
-        c.default_provider = "ovn".into();
-    })
-    .await;
+    let mut lb = ovn_lb_harness(&cloud, |_| {}).await;
     let mut svc = service("ClusterIP");
     let spec = svc.spec.as_mut().unwrap();
     spec.ports.as_mut().unwrap().push(ServicePort {
