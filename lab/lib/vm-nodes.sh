@@ -79,6 +79,55 @@ node_ready() { $KUBECTL get node "$1" -o jsonpath='{.status.conditions[?(@.type=
 # unavailable WHY: this machine cannot run the guest at all; the lab tests read the reason and skip.
 unavailable() { mkdir -p "$V"; echo "$*" >"$V/unavailable"; log "vm nodes: not started: $*"; exit 0; }
 
+# The guest hangs now and then under TCG: both vCPUs spinning in its kernel (seen once in CI: "soft lockup -
+# CPU#0 stuck for 659s! [ip6tables]" at 81 s of uptime, the Node never Ready). hung DIR says so: the guest kernel
+# reports a lockup or stall, or none of its logs (the agent's is traced, written several times a second while it
+# works; its longest quiet step is a 120 s image import) has moved for KURYR_LAB_VM_SILENT_S (180) s.
+# ready_or_hung NODE DIR ends the wait on either.
+hung() {
+  local last
+  grep -qE 'soft lockup|rcu_.* detected stalls|Kernel panic' "$1/console.log" 2>/dev/null && return 0
+  last=$(find "$1/log" -maxdepth 1 -type f -printf '%T@\n' 2>/dev/null | sort -n | tail -n 1)
+  [ -n "$last" ] && (( $(date +%s) - ${last%.*} >= ${KURYR_LAB_VM_SILENT_S:-180} ))
+}
+ready_or_hung() { node_ready "$1" || hung "$2"; }
+
+# boot_until_ready I NODE DIR PORT: boots the VM and waits for its Node Ready; a hung guest is killed and booted
+# again, up to KURYR_LAB_VM_BOOTS (3) boots; any other failure stops at once with the console and agent logs.
+# (tap and mac: cmd_up's.)
+boot_until_ready() {
+  local i=$1 node=$2 d=$3 port=$4 boot boots=${KURYR_LAB_VM_BOOTS:-3}
+  for ((boot = 1; boot <= boots; boot++)); do
+    rm -rf "$d/guest" "$d/log"/*; mkdir -p "$d/log"
+    guest_files "$i" "$d/guest"
+    initramfs "$d/guest" "$d/initrd.gz"
+    running "vm-$node" && stop_one "vm-$node"
+    # A Node left from an earlier boot still reads Ready for ~40 s: only the new kubelet's counts.
+    $KUBECTL delete node "$node" --wait=true --timeout=30s >/dev/null 2>&1 || true
+    # -cpu Nehalem, not max: under TCG with `max` (AVX2 emulation of this qemu) the static busybox's wget
+    # segfaults in the pods. csum=off: userspace OVS conntrack sees the partial checksums of offloaded frames as bad (OVN's ACLs
+    # then drop TCP/UDP), as with the namespace VMs' veths (lib/bootstrap.sh).
+    start "vm-$node" "$d/qemu.log" qemu-system-x86_64 -name "$node" -accel tcg,thread=multi -cpu Nehalem \
+      -smp "$CPUS" -m "$MEM" -display none -no-reboot -serial "file:$d/console.log" \
+      -kernel "$K/vmlinuz" -initrd "$d/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
+      -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
+      -device "virtio-net-pci,netdev=n0,mac=$mac,csum=off,guest_csum=off" \
+      -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+      -virtfs "local,path=$d/log,mount_tag=out,security_model=none,multidevs=remap"
+    log "vm nodes: $node booting (TCG, $CPUS vCPUs, $MEM MiB; console $d/console.log, logs $d/log/)"
+    waitfor "$node's port ACTIVE" 120 port_active "$port" || { tail -20 "$d/console.log" >&2; die "vm nodes: port of $node not ACTIVE"; }
+    waitfor "Node $node Ready" 600 ready_or_hung "$node" "$d" || true
+    node_ready "$node" && return 0
+    tail -20 "$d/console.log" >&2; tail -30 "$d/log/node.log" >&2 2>/dev/null || true
+    if hung "$d" && ((boot < boots)); then
+      log "vm nodes: $node's guest hung (its console and agent log above): killed, booting it again ($((boot + 1)) of $boots)"
+      stop_one "vm-$node"
+      continue
+    fi
+    die "vm nodes: $node did not become Ready (state: $(cat "$d/log/state" 2>/dev/null || echo none); boot $boot of $boots)"
+  done
+}
+
 cmd_up() {
   [ -f "$S/lab.json" ] || die "vm nodes: the lab is not bootstrapped"
   rm -f "$V/unavailable"
@@ -110,28 +159,7 @@ cmd_up() {
     ip link show "$tap" >/dev/null 2>&1 || ip tuntap add dev "$tap" mode tap
     ip link set "$tap" up
     $VSCTL --may-exist add-port br-int "$tap" -- set Interface "$tap" external_ids:iface-id="$port"
-    rm -rf "$d/guest" "$d/log"/*; mkdir -p "$d/log"
-    guest_files "$i" "$d/guest"
-    initramfs "$d/guest" "$d/initrd.gz"
-    running "vm-$node" && stop_one "vm-$node"
-    # A Node left from an earlier boot still reads Ready for ~40 s: only the new kubelet's counts.
-    $KUBECTL delete node "$node" --wait=true --timeout=30s >/dev/null 2>&1 || true
-    # -cpu Nehalem, not max: under TCG with `max` (AVX2 emulation of this qemu) the static busybox's wget
-    # segfaults in the pods. csum=off: userspace OVS conntrack sees the partial checksums of offloaded frames as bad (OVN's ACLs
-    # then drop TCP/UDP), as with the namespace VMs' veths (lib/bootstrap.sh).
-    start "vm-$node" "$d/qemu.log" qemu-system-x86_64 -name "$node" -accel tcg,thread=multi -cpu Nehalem \
-      -smp "$CPUS" -m "$MEM" -display none -no-reboot -serial "file:$d/console.log" \
-      -kernel "$K/vmlinuz" -initrd "$d/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
-      -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
-      -device "virtio-net-pci,netdev=n0,mac=$mac,csum=off,guest_csum=off" \
-      -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
-      -virtfs "local,path=$d/log,mount_tag=out,security_model=none,multidevs=remap"
-    log "vm nodes: $node booting (TCG, $CPUS vCPUs, $MEM MiB; console $d/console.log, logs $d/log/)"
-    waitfor "$node's port ACTIVE" 120 port_active "$port" || { tail -20 "$d/console.log" >&2; die "vm nodes: port of $node not ACTIVE"; }
-    if ! waitfor "Node $node Ready" 600 node_ready "$node"; then
-      tail -20 "$d/console.log" >&2; tail -30 "$d/log/node.log" >&2 2>/dev/null || true
-      die "vm nodes: $node did not become Ready (state: $(cat "$d/log/state" 2>/dev/null || echo none))"
-    fi
+    boot_until_ready "$i" "$node" "$d" "$port"
     $KUBECTL annotate --overwrite node "$node" "kuryr.lab/neutron-port=$port" >/dev/null
     log "vm nodes: $node Ready at $ip ($(since "$t")s from boot)"
   done
