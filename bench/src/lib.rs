@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod controllers;
 pub mod floor;
 pub mod kubeenv;
+pub mod limits;
 pub mod machine;
 pub mod phases;
 pub mod proc;

@@ -327,10 +327,15 @@ impl Session {
         r.cpu_s = cpu0.map(|c0| crate::stats::round_ms(f.cpu_s - c0));
     }
 
+    /// kuryr-rs's `/metrics` and `/readyz` address (None for upstream and the floor).
+    pub fn metrics_url(&self) -> Option<String> {
+        self.controller.as_ref()?.metrics_url.clone()
+    }
+
     /// kuryr-rs: the seconds its OpenStack calls have waited for its client's rate limiter so far, summed
     /// over calls (`kuryr_openstack_ratelimit_wait_seconds_total`); None for upstream (no limiter).
     pub async fn ratelimit_wait_s(&self) -> Option<f64> {
-        let url = self.controller.as_ref()?.metrics_url.clone()?;
+        let url = self.metrics_url()?;
         let text = reqwest::get(format!("{url}/metrics"))
             .await
             .ok()?

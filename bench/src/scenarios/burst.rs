@@ -64,6 +64,10 @@ pub async fn burst(
     let cpu0 = session.cpu_s();
     let wait0 = session.ratelimit_wait_s().await;
     let api0 = apimetrics::try_scrape(&s.client).await;
+    let limits = match session.metrics_url() {
+        Some(url) => Some(crate::limits::Sampler::start(url).await),
+        None => None,
+    };
     phases.mark("scrape");
     let vms = session.cloud.vms.clone();
     let names: Vec<String> = (0..o.pods).map(|i| format!("burst-{i}")).collect();
@@ -96,6 +100,10 @@ pub async fn burst(
     phases.mark("create");
     let all = session.wait_wired(&names, o.timeout).await?;
     phases.mark("wait_wired");
+    let neutron_client = match limits {
+        Some(l) => Some(l.finish().await),
+        None => None,
+    };
     // Right away: what the controller does after the last pod is wired is not the burst's.
     let api = match (api0, apimetrics::try_scrape(&s.client).await) {
         (Some(a0), Some(a1)) => Some(apimetrics::delta(&a0, &a1)),
@@ -150,6 +158,9 @@ pub async fn burst(
         r.extra.insert("calls".into(), c.to_json());
     }
     session.record_footprint(&mut r, cpu0);
+    if let Some(n) = neutron_client {
+        r.extra.insert("neutron_client".into(), n);
+    }
     r.api_requests = api;
     if let Some(f) = &session.floor {
         use std::sync::atomic::Ordering::Relaxed;

@@ -188,8 +188,21 @@ pub async fn strip_and_delete_all(client: &kube::Client, ns: &str) {
 }
 
 /// Path of a workspace binary, built first (`cargo build -p <package> --bin <bin>`; a no-op when fresh).
-/// Tests in this crate cannot use `CARGO_BIN_EXE_*` for another package's binaries.
+/// Tests in this crate cannot use `CARGO_BIN_EXE_*` for another package's binaries. Under `./test.sh`
+/// (`KURYR_WORKSPACE_BINARIES` set to the directory its build stage filled) the binary is taken from there
+/// as it is: `cargo test --no-run` built every workspace binary with the test build's features, which a
+/// `cargo build -p` would compile a second time with its own (37 s for kuryr-controller on 2 cores).
 pub fn workspace_binary(package: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("KURYR_WORKSPACE_BINARIES") {
+        let path = PathBuf::from(dir).join(bin);
+        if !path.exists() {
+            bail!(
+                "{} not found (KURYR_WORKSPACE_BINARIES: the build stage did not make it)",
+                path.display()
+            );
+        }
+        return Ok(path);
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = std::process::Command::new(cargo)
         .args(["build", "--locked", "-p", package, "--bin", bin])

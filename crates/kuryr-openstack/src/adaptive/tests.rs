@@ -107,6 +107,80 @@ fn after_a_cut_the_limit_grows_by_one_per_limit_of_answers() {
     assert!((9..=10).contains(&answers), "{answers}");
 }
 
+/// `n` answers started 10 ms apart from `from_ms`, every `every`-th an IPAM conflict (the first included);
+/// the limit after each.
+fn answers_with_conflicts(r: &mut Run, from_ms: u64, n: u64, every: u64) -> Vec<usize> {
+    (0..n)
+        .map(|i| {
+            let verdict = if i % every == 0 {
+                Verdict::Distress(Distress::IpamConflict)
+            } else {
+                Verdict::Answered
+            };
+            r.call(from_ms + i * 10, 10, verdict);
+            r.aimd.limit()
+        })
+        .collect()
+}
+
+#[test]
+fn an_ipam_conflict_now_and_then_is_contention_not_distress() {
+    let mut r = Run::new(at_ceiling(32));
+    // One in ten answers a conflict (a pools burst met 13 in 164 calls): never a cut.
+    let limits = answers_with_conflicts(&mut r, 0, 200, 10);
+    assert!(limits.iter().all(|l| *l == 32), "{limits:?}");
+}
+
+#[test]
+fn ipam_conflicts_in_a_quarter_of_the_answers_cut_the_limit() {
+    let mut r = Run::new(at_ceiling(32));
+    // One in three: the 8th conflict within the last 32 answers cuts, and the count starts again after it.
+    let limits = answers_with_conflicts(&mut r, 0, 200, 3);
+    let first_cut = limits.iter().position(|l| *l < 32).expect("a cut");
+    // The gentle cut (×0.8): IPAM conflicts are contention, the service still answers.
+    assert_eq!((first_cut, limits[first_cut]), (21, 25), "{limits:?}");
+    // Conflicts that go on cut again each time 8 more come within 32 answers (slow start regrows between).
+    let cuts = limits.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(cuts >= 7, "{cuts} cuts: {limits:?}");
+    // Each cut is an ipam_conflict move.
+    let mut r = Run::new(at_ceiling(32));
+    let mut moves = (0..30).filter_map(|i| {
+        let v = if i % 3 == 0 {
+            Verdict::Distress(Distress::IpamConflict)
+        } else {
+            Verdict::Answered
+        };
+        r.call(i * 10, 10, v)
+    });
+    assert_eq!(
+        moves.next().map(|m| m.reason),
+        Some(MoveReason::Cut(Distress::IpamConflict))
+    );
+}
+
+#[test]
+fn a_cut_for_ipam_conflicts_leaves_slow_start_going() {
+    let mut r = Run::new(AimdConfig {
+        initial: 8,
+        ..AimdConfig::default()
+    });
+    // A calm window teaches the usual latency, slow start takes the limit up.
+    for i in 0..12 {
+        r.call(i * 100, 50, Verdict::Answered);
+    }
+    let before = r.aimd.limit();
+    // Eight conflicts in a row: the gentle cut.
+    for i in 0..8 {
+        r.call(2_000 + i * 10, 50, Verdict::Distress(Distress::IpamConflict));
+    }
+    let cut = r.aimd.limit();
+    assert!(cut < before, "{before} -> {cut}");
+    // Still slow start: one more per quick answer, not one per limit's worth.
+    r.call(5_000, 50, Verdict::Answered);
+    r.call(5_100, 50, Verdict::Answered);
+    assert_eq!(r.aimd.limit(), cut + 2);
+}
+
 #[test]
 fn never_below_the_minimum() {
     let mut r = Run::new(AimdConfig {
