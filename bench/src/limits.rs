@@ -106,7 +106,7 @@ impl Sampler {
     }
 
     /// Stops and summarises: per gauge its median and max (the limit also its min), the share of readings
-    /// with calls queued, and the limit's moves by reason over the run.
+    /// with calls queued, the limit's moves by reason over the run and before it, and the limit it began at.
     pub async fn finish(self) -> Value {
         let _ = self.stop.send(true);
         let readings = self.task.await.unwrap_or_default();
@@ -121,6 +121,9 @@ impl Sampler {
             .collect();
         let mut s = summary(&readings);
         s["moves"] = json!(moved);
+        // What the limit went through before (the controller's start and warm-up): a cut there ends slow start.
+        s["moves_before"] = json!(self.moves0);
+        s["limit_at_start"] = json!(readings.first().map(|r| r.limit));
         s
     }
 }
