@@ -139,6 +139,15 @@ impl SimHandle {
         format!("http://{}", self.addr)
     }
 
+    /// A `clouds.yaml` whose cloud `name` logs in to this cloudsim as the default profile's user `kuryr`
+    /// (project `service`): what the test clients of a cloudsim write.
+    pub fn clouds_yaml(&self, name: &str) -> String {
+        format!(
+            "clouds:\n  {name}:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
+            self.url()
+        )
+    }
+
     /// Every logged call so far (oldest first, within the log's capacity).
     pub fn calls(&self) -> Vec<Call> {
         lock(&self.shared.calls).query(0, None, usize::MAX)

@@ -217,13 +217,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("kuryr-netpol-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let yaml = dir.join("clouds.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-            handle.url()
-        ),
-    )?;
+    std::fs::write(&yaml, handle.clouds_yaml("sim"))?;
     let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
     let _ = std::fs::remove_dir_all(&dir);
     // Neutron's defaults (10 SGs, 100 rules) are far below what 20 policies need: raise them, as an

@@ -256,13 +256,7 @@ async fn preflight_fails_on_a_cloud_without_trunks_and_with_a_tiny_port_quota() 
     ));
     std::fs::create_dir_all(&dir)?;
     let yaml = dir.join("clouds.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-            sim.url()
-        ),
-    )?;
+    std::fs::write(&yaml, sim.clouds_yaml("sim"))?;
     // Credentials: kuryrctl refuses a clouds.yaml every user can read.
     std::fs::set_permissions(&yaml, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // A planned cluster of 3 nodes and 10 pods: 3 x 10 pool ports + 10 > 5.

@@ -500,13 +500,7 @@ impl SimCloud {
             std::env::temp_dir().join(format!("kuryr-pods-{}-{}", std::process::id(), fastrand::u64(..)));
         std::fs::create_dir_all(&dir)?;
         let yaml = dir.join("clouds.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
-                "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-                handle.url()
-            ),
-        )?;
+        std::fs::write(&yaml, handle.clouds_yaml("sim"))?;
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
         let _ = std::fs::remove_dir_all(&dir);
         let net = networks::create(&cloud, &networks::CreateNetwork::named("kuryr-pods"), &[]).await?;

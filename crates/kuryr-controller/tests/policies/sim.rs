@@ -14,14 +14,7 @@ pub async fn connect(profile: Profile, max_body: Option<usize>) -> (Cloud, SimHa
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let yaml = dir.join("clouds.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-            sim.url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&yaml, sim.clouds_yaml("sim")).unwrap();
     let mut config = ClientConfig::clouds_yaml(Some(yaml), "sim").with_rate_limit(RateLimit::unlimited());
     if let Some(limit) = max_body {
         config = config.with_max_request_body(limit);

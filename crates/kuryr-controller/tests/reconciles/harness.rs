@@ -55,14 +55,7 @@ impl TestCloud {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let yaml = dir.join("clouds.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
-                "clouds:\n  sim:\n    auth_type: password\n    auth:\n      auth_url: {}/v3\n      username: kuryr\n      password: kuryr-secret\n      project_name: service\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: RegionOne\n",
-                sim.url()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&yaml, sim.clouds_yaml("sim")).unwrap();
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim"))
             .await
             .unwrap();

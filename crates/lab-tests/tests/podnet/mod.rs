@@ -105,13 +105,7 @@ impl TestCloud {
         let (_, handle) = Sim::new(profile).spawn_on("127.0.0.1:0").await?;
         let dir = temp_dir("kuryr-podnet")?;
         let yaml = dir.0.join("clouds.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
-                "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-                handle.url()
-            ),
-        )?;
+        std::fs::write(&yaml, handle.clouds_yaml("sim"))?;
         // The controller and daemon binaries refuse credentials others can read.
         std::fs::set_permissions(&yaml, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;

@@ -73,13 +73,7 @@ impl Backend {
             std::env::temp_dir().join(format!("kuryr-svc-{}-{}", std::process::id(), fastrand::u64(..)));
         std::fs::create_dir_all(&dir)?;
         let yaml = dir.join("clouds.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
-                "clouds:\n  sim:\n    auth_type: password\n    auth: {{auth_url: \"{}/v3\", username: kuryr, password: kuryr-secret, project_name: service, user_domain_name: Default, project_domain_name: Default}}\n    region_name: RegionOne\n",
-                sim.url()
-            ),
-        )?;
+        std::fs::write(&yaml, sim.clouds_yaml("sim"))?;
         let cloud = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml.clone()), "sim")).await?;
         let check = Cloud::connect(ClientConfig::clouds_yaml(Some(yaml), "sim")).await?;
         let nets = crate::simnets::like_the_lab(&check).await?;
