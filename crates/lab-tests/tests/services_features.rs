@@ -467,9 +467,14 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     svcs.create(&pp, &timeouts).await?;
     svcs.create(&pp, &mk_service("manual", &[("web", 80, "TCP", 8080)], None))
         .await?;
-    let eps: kuryr_api::Api<Endpoints> = kuryr_api::Api::namespaced(h.client.clone(), &h.ns);
-    eps.create(&pp, &manual_endpoints(&["198.18.63.10", "198.18.63.11"]))
+    svcs.create(&pp, &mk_service("empty", &[("web", 80, "TCP", 8080)], None))
         .await?;
+    let eps: kuryr_api::Api<Endpoints> = kuryr_api::Api::namespaced(h.client.clone(), &h.ns);
+    eps.create(
+        &pp,
+        &manual_endpoints("manual", &["198.18.63.10", "198.18.63.11"]),
+    )
+    .await?;
 
     // Mixed protocols on one port, and SCTP.
     let k = h
@@ -570,13 +575,39 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
         "manual addresses"
     );
     let ep = eps.get("manual").await?;
-    let mut changed = manual_endpoints(&["198.18.63.12"]);
+    let mut changed = manual_endpoints("manual", &["198.18.63.12"]);
     changed.metadata.resource_version = ep.metadata.resource_version;
     eps.replace("manual", &pp, &changed).await?;
     h.wait_klb("manual", "1 manual member", |k| {
         k.status
             .as_ref()
             .is_some_and(|s| s.members.len() == 1 && s.members[0].ip == "198.18.63.12")
+    })
+    .await?;
+
+    // No endpoints: Kubernetes refuses a connection, an ovn load balancer drops it; an Event and
+    // Supported=False say so there, until an endpoint comes.
+    let k = h
+        .wait_klb("empty", "a listener without members", |k| shape(k) == (1, 1, 0))
+        .await?;
+    if ovn {
+        ensure!(
+            supported(&k) == Some(("False".into(), "NoEndpointsDropped".into())),
+            "{:?}",
+            supported(&k)
+        );
+        ensure!(!h.events("NoEndpointsDropped").await?.is_empty(), "Event on ovn");
+    } else {
+        ensure!(
+            supported(&k) == Some(("True".into(), "AllSupported".into())),
+            "{:?}",
+            supported(&k)
+        );
+    }
+    eps.create(&pp, &manual_endpoints("empty", &["198.18.63.13"]))
+        .await?;
+    h.wait_klb("empty", "1 member, all supported", |k| {
+        shape(k) == (1, 1, 1) && supported(k) == Some(("True".into(), "AllSupported".into()))
     })
     .await?;
 
@@ -617,12 +648,12 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
 
     // Everything goes away: load balancers and the floating IP.
     for name in [
-        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual",
+        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual", "empty",
     ] {
         svcs.delete(name, &Default::default()).await?;
     }
     for name in [
-        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual",
+        "mixed", "affinity", "public", "publish", "ready", "timeouts", "manual", "empty",
     ] {
         h.wait_gone(name).await?;
     }
@@ -634,10 +665,10 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn manual_endpoints(ips: &[&str]) -> Endpoints {
+fn manual_endpoints(name: &str, ips: &[&str]) -> Endpoints {
     Endpoints {
         metadata: ObjectMeta {
-            name: Some("manual".into()),
+            name: Some(name.into()),
             ..ObjectMeta::default()
         },
         subsets: Some(vec![EndpointSubset {

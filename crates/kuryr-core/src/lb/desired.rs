@@ -110,6 +110,8 @@ pub fn desired_lb(
         .unwrap_or(DEFAULT_AFFINITY_TIMEOUT_S);
     // Ports whose ClientIP persistence has no effect (see below).
     let mut unpinned = Vec::new();
+    // Ports without a ready endpoint on the ovn provider (see below).
+    let mut dropped = Vec::new();
 
     let mut expose = lb_type == ServiceType::LoadBalancer;
     let mut allowed_cidrs = Vec::new();
@@ -250,6 +252,10 @@ pub fn desired_lb(
                 SessionPersistence::source_ip(None)
             }
         });
+        let members = ready_members(port, &spec.endpoint_slices);
+        if members.is_empty() && caps.is_ovn() {
+            dropped.push(label.clone());
+        }
         listeners.insert(
             key,
             DesiredListener {
@@ -261,7 +267,7 @@ pub fn desired_lb(
                     name: listener_name,
                     lb_algorithm: caps.lb_algorithm().to_owned(),
                     session_persistence,
-                    members: ready_members(port, &spec.endpoint_slices),
+                    members,
                     member_subnets: member_subnets.clone(),
                     health_monitor,
                 },
@@ -276,6 +282,19 @@ pub fn desired_lb(
                  pools and without one the ovn provider sets no OVN affinity, so clients are spread by source \
                  IP and port (UDP and SCTP ports are pinned)",
                 unpinned.join(", ")
+            ),
+        ));
+    }
+    // Kubernetes refuses a connection to a port without endpoints. An OVN load balancer can (its
+    // `options:reject`), but the ovn provider never sets it and Octavia's API has no field for it: such
+    // a VIP drops, and clients wait for their timeout instead of failing at once.
+    if !dropped.is_empty() {
+        problems.push(Problem::new(
+            "NoEndpointsDropped",
+            format!(
+                "no ready endpoint on {}: the ovn provider drops connections there, where Kubernetes refuses \
+                 them, so clients time out instead of failing at once",
+                dropped.join(", ")
             ),
         ));
     }
