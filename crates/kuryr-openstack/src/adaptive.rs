@@ -1,7 +1,8 @@
 //! How many calls one OpenStack service gets at once, found from its answers (AIMD, as TCP does): the limit
 //! grows while the service answers as fast as when it was idle, and is cut multiplicatively when it shows
 //! distress — 5xx, 429, timeouts, IPAM 409s in a large share of the recent answers, or a window of answers
-//! whose median latency is beyond `tolerance` × its kind's usual median.
+//! given under load (more than `calm_in_flight` calls in flight) whose median latency is beyond `tolerance` ×
+//! its kind's usual median.
 //! Pure state: the caller feeds one [`Sample`] per finished call and reads [`Aimd::limit`]; no clock of its
 //! own, so every rule is unit-tested with made-up instants. Why AIMD and not a gradient limit:
 //! docs/openstack-client.md, "Adaptive concurrency".
@@ -22,11 +23,13 @@ pub struct AimdConfig {
     pub min: usize,
     /// The operator's ceiling (`--openstack-max-concurrency`): the limit never grows past it.
     pub max: usize,
-    /// A window of answers whose median is over `tolerance` × the usual median of their kind is distress.
+    /// A window of answers given under load whose median is over `tolerance` × the usual median of their
+    /// kind is distress.
     pub tolerance: f64,
     /// Answers of a kind judged together (their median): one answer says nothing, latencies have long tails.
     pub window: usize,
-    /// Calls in flight up to which the service counts as calm: windows answered so teach the usual latency.
+    /// Calls in flight up to which the service counts as calm: windows answered so teach the usual latency
+    /// and are never distress (their slowness is not this client's doing).
     pub calm_in_flight: usize,
     /// The cut on an error (5xx, 429, timeout).
     pub error_backoff: f64,
@@ -168,7 +171,7 @@ pub struct Sample {
 }
 
 /// The usual latency of a kind: an average of the medians of windows answered while the service was calm
-/// (at most `calm_in_flight` calls in flight), in log space since latencies are lognormal and a ratio is what
+/// (most of their calls let through with at most `calm_in_flight` in flight), in log space since latencies are lognormal and a ratio is what
 /// matters. Why not the fastest recent answer, as before: with lognormal answers most are over twice the
 /// fastest of the last hundred, so an idle cloud looked in distress and the limit sat near 1. Why only calm
 /// windows: a usual that also learned from busy ones would follow a limit that creeps up window by window
@@ -177,8 +180,8 @@ pub struct Sample {
 struct KindLatency {
     /// Answers of the window being filled, in seconds.
     window: Vec<f64>,
-    /// The most calls in flight when one of the window's calls was let through.
-    window_in_flight: usize,
+    /// Answers of the window whose call was let through with at most `calm_in_flight` calls in flight.
+    window_calm: usize,
     /// ln(seconds) of the usual median; `None` until a calm window has closed.
     usual: Option<f64>,
 }
@@ -193,18 +196,27 @@ impl KindLatency {
     /// Adds one answer; when it closes a window, says whether that window was in distress.
     fn add(&mut self, s: &Sample, config: &AimdConfig) -> bool {
         self.window.push(s.latency.as_secs_f64());
-        self.window_in_flight = self.window_in_flight.max(s.in_flight);
+        if s.in_flight <= config.calm_in_flight {
+            self.window_calm += 1;
+        }
         if self.window.len() < config.window.max(1) {
             return false;
         }
         self.window.sort_by(f64::total_cmp);
         let median = self.window[self.window.len() / 2];
-        let calm = self.window_in_flight <= config.calm_in_flight;
+        // Calm when most of its calls were let through calm: a limit that grows by one within a window (it
+        // does at the calm level) must not make every window there a loaded one, or a service slower for good
+        // would never be relearned.
+        let calm = 2 * self.window_calm > self.window.len();
         self.clear();
         let ln = median.max(1e-6).ln();
-        let distress = self.usual.is_some_and(|usual| {
-            median > LATENCY_FLOOR.as_secs_f64() && ln > usual + config.tolerance.max(1.0).ln()
-        });
+        // A window answered slowly while calm was not slowed by this client's load, and fewer calls would
+        // not speed it up: the service or this machine is slower for everyone (a bench's warm-up on a busy
+        // 2-core machine cut the limit 11 -> 6 so, ending slow start before the burst). It only teaches.
+        let distress = !calm
+            && self.usual.is_some_and(|usual| {
+                median > LATENCY_FLOOR.as_secs_f64() && ln > usual + config.tolerance.max(1.0).ln()
+            });
         if calm {
             self.usual = Some(self.usual.map_or(ln, |u| u + CALM_WEIGHT * (ln - u)));
         }
@@ -213,7 +225,7 @@ impl KindLatency {
 
     fn clear(&mut self) {
         self.window.clear();
-        self.window_in_flight = 0;
+        self.window_calm = 0;
     }
 }
 

@@ -9,12 +9,12 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Starting at its ceiling, calm up to it: only cuts can move it.
+/// Starting at its ceiling, so only cuts can move it; calm up to half of it in flight.
 fn at_ceiling(n: usize) -> AimdConfig {
     AimdConfig {
         initial: n,
         max: n,
-        calm_in_flight: n,
+        calm_in_flight: n / 2,
         ..AimdConfig::default()
     }
 }
@@ -22,6 +22,8 @@ fn at_ceiling(n: usize) -> AimdConfig {
 struct Run {
     aimd: Aimd,
     t0: Instant,
+    /// Calls in flight when a call is let through; `None`: the limit (full).
+    load: Option<usize>,
 }
 
 impl Run {
@@ -29,6 +31,7 @@ impl Run {
         Self {
             aimd: Aimd::new(config),
             t0: Instant::now(),
+            load: None,
         }
     }
 
@@ -36,13 +39,14 @@ impl Run {
         self.t0 + ms(ms_after)
     }
 
-    /// A call let through at `started_ms` with the limit full, answered after `latency_ms`.
+    /// A call let through at `started_ms` with the limit full (or `load` in flight), answered after
+    /// `latency_ms`.
     fn call(&mut self, started_ms: u64, latency_ms: u64, verdict: Verdict) -> Option<Move> {
         let s = Sample {
             kind: GET,
             started: self.at(started_ms),
             latency: ms(latency_ms),
-            in_flight: self.aimd.limit(),
+            in_flight: self.load.unwrap_or(self.aimd.limit()),
             verdict,
         };
         self.aimd.on_sample(&s, self.at(started_ms + latency_ms))
@@ -215,11 +219,20 @@ fn window(r: &mut Run, from_ms: u64, latency_ms: u64) -> Option<Move> {
     last
 }
 
-/// At a ceiling of 10 (calm up to it), its usual latency taught by three calm windows of `usual_ms`.
+/// A window answered with the service calm (`calm_in_flight` calls in flight); the last one's move.
+fn calm_window(r: &mut Run, from_ms: u64, latency_ms: u64) -> Option<Move> {
+    r.load = Some(r.aimd.config().calm_in_flight);
+    let last = window(r, from_ms, latency_ms);
+    r.load = None;
+    last
+}
+
+/// At a ceiling of 10 (calm up to 5 in flight), its usual latency taught by three calm windows of
+/// `usual_ms`.
 fn learned(usual_ms: u64) -> Run {
     let mut r = Run::new(at_ceiling(10));
     for w in 0..3 {
-        window(&mut r, w * 1_000, usual_ms);
+        calm_window(&mut r, w * 1_000, usual_ms);
     }
     r
 }
@@ -228,7 +241,7 @@ fn learned(usual_ms: u64) -> Run {
 fn a_window_whose_median_is_beyond_twice_the_usual_cuts_gently() {
     let mut r = Run::new(at_ceiling(10));
     for w in 0..3 {
-        assert_eq!(window(&mut r, w * 1_000, 100), None);
+        assert_eq!(calm_window(&mut r, w * 1_000, 100), None);
     }
     // 190 ms against a usual 100 ms: fine. 250 ms: distress, a 0.8 cut when the window closes.
     assert_eq!(window(&mut r, 10_000, 190), None);
@@ -274,10 +287,28 @@ fn latency_is_judged_per_kind_of_call() {
 #[test]
 fn a_kind_is_judged_once_a_calm_window_taught_its_usual_latency() {
     let mut r = Run::new(at_ceiling(10));
-    // Nothing to compare the first window with, however slow.
-    assert_eq!(window(&mut r, 0, 300), None);
-    assert_eq!(window(&mut r, 1_000, 300), None);
-    assert!(window(&mut r, 2_000, 700).is_some());
+    // Under load, nothing to compare a window with, however slow.
+    assert_eq!(window(&mut r, 0, 900), None);
+    // A calm one teaches (it is never judged); then loaded ones are.
+    assert_eq!(calm_window(&mut r, 1_000, 300), None);
+    assert_eq!(window(&mut r, 2_000, 300), None);
+    assert!(window(&mut r, 3_000, 700).is_some());
+}
+
+#[test]
+fn a_slow_window_answered_while_calm_teaches_and_does_not_cut() {
+    let mut r = learned(100);
+    // Four times the usual with few calls in flight: the service (or this machine) is slower for
+    // everyone; fewer calls would not make it faster.
+    for w in 0..5 {
+        assert_eq!(calm_window(&mut r, 10_000 + w * 1_000, 400), None);
+    }
+    assert_eq!(r.aimd.limit(), 10);
+    // And it taught: 400 ms under load is no longer twice the usual.
+    assert_eq!(window(&mut r, 20_000, 400), None);
+    // The same slowness under load, against the old usual, is distress.
+    let mut r = learned(100);
+    assert!(window(&mut r, 10_000, 400).is_some());
 }
 
 #[test]
