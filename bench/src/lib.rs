@@ -18,5 +18,6 @@ pub mod record;
 pub mod repeats;
 pub mod report;
 pub mod scenarios;
+pub mod services_floor;
 pub mod session;
 pub mod stats;

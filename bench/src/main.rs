@@ -569,7 +569,8 @@ async fn churn_all(
     .await
 }
 
-/// The implementations that are controllers of their own (the floor is measured in the burst only).
+/// The implementations that are controllers of their own (the floor is measured in the burst and the
+/// services scenarios only).
 fn controllers_only(impls: &[Implementation]) -> Vec<Implementation> {
     impls
         .iter()
@@ -694,7 +695,7 @@ async fn services_all(
         }
         // 200 VIP ports on top of the VMs': Neutron's default 500-port quota is not what is measured.
         profile.neutron.quotas.insert("port".into(), -1);
-        let who = controllers_only(impls);
+        let who = impls.to_vec();
         repeats::measure(&who, a.repeats as usize, out, async |implementation| {
             let spec = Spec {
                 scenario: if provider == "ovn" {

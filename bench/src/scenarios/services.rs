@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 use crate::calls::CallCounts;
 use crate::kubeenv;
 use crate::record::{Implementation, Record, Scenario};
+use crate::services_floor::ServicesFloor;
 use crate::session::{Session, Settings, Spec};
 use crate::stats::{round_ms, Summary};
 
@@ -146,12 +147,11 @@ pub fn member_set(ips: &[String]) -> BTreeSet<String> {
 pub fn klb_view(implementation: Implementation, klb: &Value) -> (bool, BTreeSet<String>) {
     let status = &klb["status"];
     let settled = match implementation {
-        Implementation::KuryrRs => status["conditions"]
+        // The floor (`services_floor.rs`) writes the condition as kuryr-rs does.
+        Implementation::KuryrRs | Implementation::Floor => status["conditions"]
             .as_array()
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")),
         Implementation::Upstream => status["loadbalancer"]["id"].is_string(),
-        // No Services floor yet: nothing of its own would ever be settled.
-        Implementation::Floor => false,
     };
     let members = status["members"]
         .as_array()
@@ -398,10 +398,30 @@ fn summary_json(samples: &[f64]) -> Value {
 
 async fn services(s: &Settings, session: &mut Session, o: &ServicesOpts) -> anyhow::Result<Record> {
     let client = s.client.clone();
+    // The floor's Services half (the session runs its pods half, idle here).
+    let floor = match session.spec.implementation {
+        Implementation::Floor => Some(
+            ServicesFloor::start(
+                &client,
+                &session.ns,
+                &session.cloud,
+                &session.cluster_id,
+                &o.provider,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let (klbs, watch) = watch_klbs(session, &client);
     let result = phases(&client, session, klbs, o).await;
     watch.abort();
-    result
+    match (result, floor) {
+        (Err(e), Some(f)) => Err(e.context(format!(
+            "services floor's last error: {}",
+            f.last_error().unwrap_or_else(|| "none".into())
+        ))),
+        (result, _) => result,
+    }
 }
 
 async fn phases(
@@ -587,12 +607,14 @@ mod tests {
     }
 
     #[test]
-    fn klb_views_of_both_implementations() {
+    fn klb_views_of_every_implementation() {
         let want = member_set(&["198.18.72.1".into(), "198.18.72.2".into()]);
         let ours = json!({"status": {
             "conditions": [{"type": "Ready", "status": "True"}],
             "members": [{"ip": "198.18.72.1", "port": 8080}, {"ip": "198.18.72.2", "port": 8080}]}});
         assert_eq!(klb_view(Implementation::KuryrRs, &ours), (true, want.clone()));
+        // The services floor writes kuryr-rs's shape.
+        assert_eq!(klb_view(Implementation::Floor, &ours), (true, want.clone()));
         let provisioning =
             json!({"status": {"conditions": [{"type": "Ready", "status": "False"}], "members": []}});
         assert!(!klb_view(Implementation::KuryrRs, &provisioning).0);
