@@ -2,10 +2,10 @@
 //! behind one Service (S endpoints replaced per step, one Endpoints update per step).
 //!
 //! The Services have no selector and the harness writes their Endpoints (the lab has no kubelet, so no pod
-//! would ever be Ready for the endpoints controller). The Endpoints are written just before the Service:
-//! with a selector they come a moment after it, which kuryr-rs waits for (up to 3 s) and upstream's
-//! endpoints handler retries on until its KuryrLoadBalancer exists; without a selector kuryr-rs builds at
-//! once, so writing them after the Service would race its first write. The endpoint addresses are
+//! would ever be Ready for the endpoints controller). The Endpoints are written just before the Service,
+//! as a Service's backends exist when it is made; kuryr-rs reads the EndpointSlices mirrored from them a
+//! moment later (it waits up to 3 s for a new Service's first slice), upstream's endpoints handler retries
+//! on them until its KuryrLoadBalancer exists. The endpoint addresses are
 //! synthetic, on the emulated pod subnet (no pod exists: the Services path is measured without the pod
 //! path).
 //!

@@ -467,14 +467,15 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     svcs.create(&pp, &timeouts).await?;
     svcs.create(&pp, &mk_service("manual", &[("web", 80, "TCP", 8080)], None))
         .await?;
-    svcs.create(&pp, &mk_service("empty", &[("web", 80, "TCP", 8080)], None))
-        .await?;
-    let eps: kuryr_api::Api<Endpoints> = kuryr_api::Api::namespaced(h.client.clone(), &h.ns);
-    eps.create(
+    // Selecting no pod: the endpoint slice controller gives it an empty slice.
+    svcs.create(
         &pp,
-        &manual_endpoints("manual", &["198.18.63.10", "198.18.63.11"]),
+        &mk_service("empty", &[("web", 80, "TCP", 8080)], Some(&[("app", "none")])),
     )
     .await?;
+    let eps: kuryr_api::Api<Endpoints> = kuryr_api::Api::namespaced(h.client.clone(), &h.ns);
+    eps.create(&pp, &manual_endpoints(&["198.18.63.10", "198.18.63.11"]))
+        .await?;
 
     // Mixed protocols on one port, and SCTP.
     let k = h
@@ -575,7 +576,7 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
         "manual addresses"
     );
     let ep = eps.get("manual").await?;
-    let mut changed = manual_endpoints("manual", &["198.18.63.12"]);
+    let mut changed = manual_endpoints(&["198.18.63.12"]);
     changed.metadata.resource_version = ep.metadata.resource_version;
     eps.replace("manual", &pp, &changed).await?;
     h.wait_klb("manual", "1 manual member", |k| {
@@ -585,8 +586,8 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     })
     .await?;
 
-    // No endpoints: Kubernetes refuses a connection, an ovn load balancer drops it; an Event and
-    // Supported=False say so there, until an endpoint comes.
+    // No ready endpoint in its slices: Kubernetes refuses a connection, an ovn load balancer drops it; an
+    // Event and Supported=False say so there, until an endpoint is ready.
     let k = h
         .wait_klb("empty", "a listener without members", |k| shape(k) == (1, 1, 0))
         .await?;
@@ -604,10 +605,14 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
             supported(&k)
         );
     }
-    eps.create(&pp, &manual_endpoints("empty", &["198.18.63.13"]))
-        .await?;
-    h.wait_klb("empty", "1 member, all supported", |k| {
-        shape(k) == (1, 1, 1) && supported(k) == Some(("True".into(), "AllSupported".into()))
+    svcs.patch(
+        "empty",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"selector": {"app": "f"}}})),
+    )
+    .await?;
+    h.wait_klb("empty", "the 3 pods, all ready by now, all supported", |k| {
+        shape(k) == (1, 1, 3) && supported(k) == Some(("True".into(), "AllSupported".into()))
     })
     .await?;
 
@@ -665,10 +670,10 @@ async fn features(h: &Harness) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn manual_endpoints(name: &str, ips: &[&str]) -> Endpoints {
+fn manual_endpoints(ips: &[&str]) -> Endpoints {
     Endpoints {
         metadata: ObjectMeta {
-            name: Some(name.into()),
+            name: Some("manual".into()),
             ..ObjectMeta::default()
         },
         subsets: Some(vec![EndpointSubset {

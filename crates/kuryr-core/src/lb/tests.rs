@@ -1266,7 +1266,7 @@ fn members_are_declared_on_the_pod_subnet_of_their_family() {
 
 #[test]
 fn a_port_without_ready_endpoints_on_ovn_is_told_to_drop_where_kubernetes_refuses() {
-    // two_port_spec: TCP/80 has ready endpoints, UDP/53 as well; without slices neither has.
+    // two_port_spec: TCP/80 and UDP/53 have ready endpoints.
     let mut spec = two_port_spec();
     let (_, problems) = desired_lb(
         "ns",
@@ -1276,7 +1276,25 @@ fn a_port_without_ready_endpoints_on_ovn_is_told_to_drop_where_kubernetes_refuse
         &MemberSubnets::default(),
     );
     assert!(problems.is_empty(), "{problems:?}");
-    spec.endpoint_slices.clear();
+    // No EndpointSlice known yet (they come a moment after a new Service): nothing to tell.
+    let slices = std::mem::take(&mut spec.endpoint_slices);
+    let (_, problems) = desired_lb(
+        "ns",
+        "web",
+        &spec,
+        &caps("ovn", (2, 30)),
+        &MemberSubnets::default(),
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    // Its slices known, none of their endpoints ready.
+    spec.endpoint_slices = slices;
+    for slice in &mut spec.endpoint_slices {
+        for e in &mut slice.endpoints {
+            if let Some(c) = e.conditions.as_mut() {
+                c.ready = Some(false);
+            }
+        }
+    }
     let (lb, problems) = desired_lb(
         "ns",
         "web",
