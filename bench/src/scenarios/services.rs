@@ -1,11 +1,13 @@
 //! services: N Services × E endpoints created at once, then a rolling update of a P-pod Deployment
-//! behind one Service (S endpoints replaced per step, one Endpoints update per step).
+//! behind one Service (S endpoints replaced per step, one Endpoints and one EndpointSlice update per step).
 //!
-//! The Services have no selector and the harness writes their Endpoints (the lab has no kubelet, so no pod
-//! would ever be Ready for the endpoints controller). The Endpoints are written just before the Service,
-//! as a Service's backends exist when it is made; kuryr-rs reads the EndpointSlices mirrored from them a
-//! moment later (it waits up to 3 s for a new Service's first slice), upstream's endpoints handler retries
-//! on them until its KuryrLoadBalancer exists. The endpoint addresses are
+//! The Services have no selector and the harness writes their backends (the lab has no kubelet, so no pod
+//! would ever be Ready for the endpoint controllers), just before each Service, both ways at once: the
+//! Endpoints upstream reads and the EndpointSlice kuryr-rs reads (the Endpoints labelled skip-mirror).
+//! Before 2026-11-29 (run `20261129T172552Z` and earlier) only the Endpoints were written, and kuryr-rs
+//! read the slices kube-controller-manager's mirroring controller made of them at its own pace: 137 of
+//! 200 Services were built before their slice came, then got their members in a second write. The
+//! floor reads the Endpoints. The endpoint addresses are
 //! synthetic, on the emulated pod subnet (no pod exists: the Services path is measured without the pod
 //! path).
 //!
@@ -16,7 +18,7 @@
 //! Octavia writes come from cloudsim's call log: the create phase's window divided by the Services, the
 //! rolling update's window divided by its steps.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,9 @@ use futures::{StreamExt, TryStreamExt};
 use kube::runtime::watcher;
 use kuryr_api::k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Service, ServicePort, ServiceSpec,
+};
+use kuryr_api::k8s_openapi::api::discovery::v1::{
+    Endpoint as SliceEndpoint, EndpointConditions, EndpointPort as SlicePort, EndpointSlice,
 };
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::{Api, ObjectMeta, Patch, PatchParams, PostParams, ResourceExt};
@@ -129,6 +134,54 @@ pub fn endpoints(name: &str, ips: &[String]) -> Endpoints {
             ..EndpointSubset::default()
         }]),
     }
+}
+
+/// The EndpointSlice of `name` (`ips` on the named target port, all ready), written by the harness itself
+/// as the owner of a selector-less Service should: the mirroring controller copies Endpoints into slices
+/// at its own pace (kube-controller-manager's API rate), which would be measured instead of the
+/// controller reading them. Its Endpoints carry the skip-mirror label so no second slice is made.
+pub fn endpoint_slice(name: &str, ips: &[String]) -> EndpointSlice {
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-bench")),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/service-name".to_string(), name.to_string()),
+                (
+                    "endpointslice.kubernetes.io/managed-by".to_string(),
+                    "kuryr-bench".to_string(),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: ips
+            .iter()
+            .map(|ip| SliceEndpoint {
+                addresses: vec![ip.clone()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    ..EndpointConditions::default()
+                }),
+                ..SliceEndpoint::default()
+            })
+            .collect(),
+        ports: Some(vec![SlicePort {
+            name: Some(PORT_NAME.into()),
+            port: Some(TARGET_PORT),
+            protocol: Some("TCP".into()),
+            ..SlicePort::default()
+        }]),
+    }
+}
+
+/// `endpoints(name, ips)` with the label that keeps the mirroring controller off them.
+fn unmirrored_endpoints(name: &str, ips: &[String]) -> Endpoints {
+    let mut ep = endpoints(name, ips);
+    ep.metadata.labels = Some(BTreeMap::from([(
+        "endpointslice.kubernetes.io/skip-mirror".to_string(),
+        "true".to_string(),
+    )]));
+    ep
 }
 
 /// Endpoint address `i` on the emulated pod subnet (198.18.64.0/18): 198.18.72.1 upwards, clear of the
@@ -318,27 +371,33 @@ impl Waiter<'_> {
     }
 }
 
-fn apis(session: &Session, client: &kuryr_api::Client) -> (Api<Service>, Api<Endpoints>) {
+fn apis(session: &Session, client: &kuryr_api::Client) -> (Api<Service>, Api<Endpoints>, Api<EndpointSlice>) {
     (
+        Api::namespaced(client.clone(), &session.ns),
         Api::namespaced(client.clone(), &session.ns),
         Api::namespaced(client.clone(), &session.ns),
     )
 }
 
-/// Creates the Endpoints (`ips` per name), then the Service, `started` stamped before the Service create.
+/// Creates the Endpoints and the EndpointSlice (`ips` per name), then the Service, `started` stamped
+/// before the Service create.
 async fn create_all(
     svcs: Api<Service>,
     eps: Api<Endpoints>,
+    slices: Api<EndpointSlice>,
     set: Vec<(String, Vec<String>)>,
     started: Arc<Mutex<HashMap<String, Instant>>>,
 ) -> Vec<String> {
     futures::stream::iter(set)
         .map(|(name, ips)| {
-            let (svcs, eps, started) = (svcs.clone(), eps.clone(), started.clone());
+            let (svcs, eps, slices, started) = (svcs.clone(), eps.clone(), slices.clone(), started.clone());
             async move {
                 let r = async {
-                    eps.create(&PostParams::default(), &endpoints(&name, &ips))
-                        .await?;
+                    let pp = PostParams::default();
+                    let (ep, slice) = (unmirrored_endpoints(&name, &ips), endpoint_slice(&name, &ips));
+                    let (ep, slice) = tokio::join!(eps.create(&pp, &ep), slices.create(&pp, &slice));
+                    ep?;
+                    slice?;
                     let t = Instant::now();
                     svcs.create(&PostParams::default(), &service(&name)).await?;
                     lock(&started).insert(name.clone(), t);
@@ -361,11 +420,11 @@ async fn create_and_wait(
     set: Vec<(String, Vec<String>)>,
     timeout: Duration,
 ) -> anyhow::Result<HashMap<String, f64>> {
-    let (svcs, eps) = apis(waiter.session, client);
+    let (svcs, eps, slices) = apis(waiter.session, client);
     let expected: HashMap<String, BTreeSet<String>> =
         set.iter().map(|(n, ips)| (n.clone(), member_set(ips))).collect();
     let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let creating = tokio::spawn(create_all(svcs, eps, set, started.clone()));
+    let creating = tokio::spawn(create_all(svcs, eps, slices, set, started.clone()));
     let ready = waiter
         .wait(&expected, &started, || creating.is_finished(), timeout)
         .await?;
@@ -484,7 +543,7 @@ async fn phases(
     let seq2 = waiter.session.last_seq();
     let step = o.rolling_step.clamp(1, o.rolling_pods.max(1));
     let steps = o.rolling_pods.div_ceil(step);
-    let (_, eps) = apis(waiter.session, client);
+    let (_, eps, slices) = apis(waiter.session, client);
     let mut step_samples = Vec::new();
     let mut steps_done = 0u64;
     for k in 0..steps {
@@ -492,12 +551,12 @@ async fn phases(
         addrs.drain(..n);
         addrs.extend(ips(n));
         let started = Mutex::new(HashMap::from([("web".to_string(), Instant::now())]));
-        eps.patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"subsets": endpoints("web", &addrs).subsets})),
-        )
-        .await?;
+        let pp = PatchParams::default();
+        let ep = Patch::Merge(json!({"subsets": endpoints("web", &addrs).subsets}));
+        let slice = Patch::Merge(json!({"endpoints": endpoint_slice("web", &addrs).endpoints}));
+        let (ep, slice) = tokio::join!(eps.patch("web", &pp, &ep), slices.patch("web-bench", &pp, &slice));
+        ep?;
+        slice?;
         steps_done += 1;
         let expected = HashMap::from([("web".to_string(), member_set(&addrs))]);
         let r = waiter.wait(&expected, &started, || true, o.timeout).await?;

@@ -29,9 +29,8 @@ use crate::toolkit::{delete_exact, Reconciled, Topic, Uid};
 pub const CONTROLLER: &str = "service";
 /// While the KuryrLoadBalancer is being deleted.
 const WAIT_FOR_KLB: Duration = Duration::from_secs(1);
-/// A new Service whose EndpointSlices the endpoint slice controller (or, for a selector-less Service with
-/// Endpoints, the mirroring controller) has not written yet: building its load balancer now would cost a
-/// second write a moment later. A Service that never gets a slice is built once this has passed.
+/// A new Service whose Endpoints the endpoints controller has not written yet: building its load balancer
+/// now would cost a second write a moment later.
 const ENDPOINTS_GRACE: Duration = Duration::from_secs(3);
 const RESYNC: Duration = Duration::from_secs(600);
 
@@ -89,11 +88,13 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
             return release(&svcs, &klbs, &svc, &ctx).await;
         }
     };
-    // With a selector or without: a selector-less Service's slices are mirrored from its Endpoints a
-    // moment after both exist (built at once, 137 of 200 such Services in a bench burst got an empty load
-    // balancer and then a member write). Its slice's arrival wakes this reconcile.
+    let has_selector = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .is_some_and(|s| !s.is_empty());
     let existing = ctx.klb(&ns, &name);
-    if existing.is_none() && !have_endpoints && young(&svc) {
+    if existing.is_none() && has_selector && !have_endpoints && young(&svc) {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
     let messages: Vec<String> = problems
