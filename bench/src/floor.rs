@@ -65,19 +65,7 @@ impl Floor {
         cloud: &BenchCloud,
         cluster_id: &str,
     ) -> anyhow::Result<Floor> {
-        // Its own client on the session's cloud: the same endpoint and credentials, with the concurrency
-        // fixed (the adaptive limit's learning would be the client's cost, not the floor's).
-        let fixed = AimdConfig {
-            initial: IN_FLIGHT,
-            min: IN_FLIGHT,
-            max: IN_FLIGHT,
-            ..AimdConfig::default()
-        };
-        let os = Cloud::connect(
-            ClientConfig::clouds_yaml(Some(cloud.clouds_yaml.clone()), &cloud.cloud_name)
-                .with_concurrency(fixed),
-        )
-        .await?;
+        let os = connect_fixed(cloud, IN_FLIGHT).await?;
         // Read once before the window: the VIF names the subnet's CIDR.
         let cidr = subnets::get(&os, &cloud.subnet_id).await?.cidr;
         let counts = Arc::new(FloorCounts::default());
@@ -123,6 +111,16 @@ impl Drop for Floor {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A floor's own client on the session's cloud: the same endpoint and credentials, with `in_flight` calls
+/// at once, fixed (the adaptive limit's learning would be the client's cost, not the floor's).
+pub(crate) async fn connect_fixed(cloud: &BenchCloud, in_flight: usize) -> anyhow::Result<Cloud> {
+    Ok(Cloud::connect(
+        ClientConfig::clouds_yaml(Some(cloud.clouds_yaml.clone()), &cloud.cloud_name)
+            .with_concurrency(AimdConfig::fixed(in_flight)),
+    )
+    .await?)
 }
 
 /// The watch loop: each new pod's work and each deleted pod's release in a task of its own, at most

@@ -21,3 +21,11 @@ pub mod scenarios;
 pub mod services_floor;
 pub mod session;
 pub mod stats;
+
+/// A std mutex's guard, poisoned or not: the harness's shared maps stay usable after a task panicked.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}

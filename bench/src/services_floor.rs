@@ -25,11 +25,12 @@ use kuryr_openstack::octavia::listeners::CreateListener;
 use kuryr_openstack::octavia::loadbalancers::{self, CreateLoadBalancer};
 use kuryr_openstack::octavia::members::{self, CreateMember};
 use kuryr_openstack::octavia::pools::CreatePool;
-use kuryr_openstack::{AimdConfig, ClientConfig, Cloud};
+use kuryr_openstack::Cloud;
 use serde_json::json;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cloud::BenchCloud;
+use crate::lock;
 
 /// Cloud calls in flight and Services worked on at once: fixed, high enough that neither is what 200
 /// Services created at once wait for (the harness creates 32 at a time).
@@ -76,12 +77,7 @@ impl ServicesFloor {
         cluster_id: &str,
         provider: &str,
     ) -> anyhow::Result<ServicesFloor> {
-        let fixed = AimdConfig::fixed(IN_FLIGHT);
-        let os = Cloud::connect(
-            ClientConfig::clouds_yaml(Some(cloud.clouds_yaml.clone()), &cloud.cloud_name)
-                .with_concurrency(fixed),
-        )
-        .await?;
+        let os = crate::floor::connect_fixed(cloud, IN_FLIGHT).await?;
         let ctx = Arc::new(Ctx {
             klbs: Api::namespaced(client.clone(), ns),
             cloud: os,
@@ -107,15 +103,6 @@ impl ServicesFloor {
         Ok(ServicesFloor { tasks, ctx })
     }
 
-    /// Fails if a watch or the work loop ended (they only end on a bug).
-    pub fn ensure_running(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.tasks.iter().all(|t| !t.is_finished()),
-            "the services floor's watches ended"
-        );
-        Ok(())
-    }
-
     pub fn last_error(&self) -> Option<String> {
         lock(&self.ctx.last_error).clone()
     }
@@ -126,13 +113,6 @@ impl Drop for ServicesFloor {
         for t in &self.tasks {
             t.abort();
         }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
     }
 }
 

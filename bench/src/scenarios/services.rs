@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 
 use crate::calls::CallCounts;
 use crate::kubeenv;
+use crate::lock;
 use crate::record::{Implementation, Record, Scenario};
 use crate::services_floor::ServicesFloor;
 use crate::session::{Session, Settings, Spec};
@@ -269,13 +270,6 @@ pub fn is_ready(
 }
 
 type KlbStore = Arc<Mutex<HashMap<String, Value>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
 
 /// Keeps the latest version of every KuryrLoadBalancer of the namespace.
 fn watch_klbs(session: &Session, client: &kuryr_api::Client) -> (KlbStore, tokio::task::JoinHandle<()>) {

@@ -171,8 +171,8 @@ pub struct Sample {
 }
 
 /// The usual latency of a kind: an average of the medians of windows answered while the service was calm
-/// (most of their calls let through with at most `calm_in_flight` in flight), in log space since latencies are lognormal and a ratio is what
-/// matters. Why not the fastest recent answer, as before: with lognormal answers most are over twice the
+/// (most of their calls let through with at most `calm_in_flight` in flight), in log space since latencies
+/// are lognormal and a ratio is what matters. Why not the fastest recent answer, as before: with lognormal answers most are over twice the
 /// fastest of the last hundred, so an idle cloud looked in distress and the limit sat near 1. Why only calm
 /// windows: a usual that also learned from busy ones would follow a limit that creeps up window by window
 /// (each only a little slower than the last) until the service is deep in its queue.
