@@ -22,6 +22,9 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     // As much of the tree as one request carries; what is left follows as writes to the new tree.
     let fit = octavia::BodyFit::new(&ctx.cloud, ctx.project_id.as_deref(), &round.tags);
     let op = create_op(&round.desired, &fit);
+    // From here a load balancer may exist that no listing has shown: its tag list is no longer answered
+    // by the observer's index (`locate`).
+    ctx.schedule().creating(round.uid.as_str());
     let done = octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await;
     if let Err(Error::OpenStack(e)) = &done {
         refusals::learn(ctx, &round.desired, e);

@@ -127,9 +127,17 @@ fn from_status(rec: &LbLoadBalancer, tree: &tree::StatusTree) -> Option<loadbala
     })
 }
 
-/// A load balancer tagged for this Service that is not one we gave up on (nor one being deleted).
+/// A load balancer tagged for this Service that is not one we gave up on (nor one being deleted). The
+/// observer's last listing answers for a Service this process never sent a create for: every load balancer
+/// of the cluster was in it, so none of this owner there is none in Octavia (made by an earlier process,
+/// it was there before this one listed) — one tag-filtered list saved per new Service.
 async fn adopt(round: &Round<'_>) -> Result<Option<loadbalancers::LoadBalancer>> {
     let ctx = round.ctx;
+    let uid = round.uid.as_str();
+    if !ctx.schedule().ever_created(uid) && ctx.observer.index().lists_none_of(&round.owner.uid) {
+        ctx.schedule().listed(uid, false, Instant::now());
+        return Ok(None);
+    }
     let mut found = octavia::find_tagged(&ctx.cloud, &round.owner).await?;
     let all = found.len();
     {
@@ -141,7 +149,7 @@ async fn adopt(round: &Round<'_>) -> Result<Option<loadbalancers::LoadBalancer>>
     }
     // The list just made tells whether there are strays: no second list for them until there is reason.
     ctx.schedule()
-        .listed(round.uid.as_str(), all > 1 || all > found.len(), Instant::now());
+        .listed(uid, all > 1 || all > found.len(), Instant::now());
     if let Some(lb) = found.first() {
         info!(lb_id = lb.id, "load balancer found by its tags");
     }

@@ -95,8 +95,13 @@ impl Round<'_> {
         }
     }
 
-    /// How long to let an endpoints burst gather before acting on this generation; `None`: act now.
+    /// How long to let an endpoints burst gather before acting on this generation; `None`: act now. A
+    /// Service with no load balancer yet whose every port has a backend gets one at once: what follows
+    /// is gathered into member writes as any change is (a port without one waits, for its slice may come).
     pub fn coalesce(&self) -> Option<Duration> {
+        if self.st.loadbalancer.is_none() && self.desired.has_backends() {
+            return None;
+        }
         self.ctx.schedule().coalesce(
             self.uid.as_str(),
             self.generation.unwrap_or_default(),

@@ -530,6 +530,53 @@ async fn a_status_naming_a_gone_load_balancer_adopts_the_tagged_one_instead_of_c
     assert_eq!(klb.status.unwrap().loadbalancer.unwrap().id, live);
 }
 
+/// Once the observer has listed the cluster's load balancers, a new Service needs no tag list of its own
+/// (none of its owner was in a complete listing), and one whose every port has a backend is created in
+/// its first round: no burst to wait for. One without a backend yet waits for its slice.
+#[tokio::test]
+async fn a_new_service_with_backends_is_created_at_once_and_the_observers_listing_answers_its_tag_list() {
+    let cloud = TestCloud::start().await;
+    let mut lb = lb_harness_with(&cloud, |c| c.coalesce = Duration::from_secs(3600)).await;
+    loadbalancers::ticks::tick(&lb.ctx).await.unwrap();
+    let lists = cloud.calls("octavia.loadbalancers.list");
+
+    lb.service_with("ClusterIP", &[]).await;
+    for _ in 0..3 {
+        lb.round().await;
+    }
+    assert_eq!(
+        cloud.calls("octavia.loadbalancers.create"),
+        0,
+        "no backend yet: the burst window holds the create"
+    );
+
+    lb.service_with("ClusterIP", &["10.10.0.50"]).await;
+    for _ in 0..3 {
+        if cloud.calls("octavia.loadbalancers.create") > 0 {
+            break;
+        }
+        lb.round().await;
+    }
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+    assert_eq!(
+        cloud.calls("octavia.loadbalancers.list"),
+        lists,
+        "the observer's listing answered for the new Service"
+    );
+
+    // A create this process sent whose status write is lost: the listing before it cannot tell, so the
+    // tag list is made and the load balancer adopted, not made twice.
+    let klb = lb.klb();
+    let live = klb.status.as_ref().unwrap().loadbalancer.clone().unwrap().id;
+    let mut lost = klb.clone();
+    lost.status.as_mut().unwrap().loadbalancer = None;
+    lb.api.put(&Lb::klb_path(), &lost);
+    let klb = lb.until_ready().await;
+    assert_eq!(cloud.calls("octavia.loadbalancers.create"), 1);
+    assert!(cloud.calls("octavia.loadbalancers.list") > lists);
+    assert_eq!(klb.status.unwrap().loadbalancer.unwrap().id, live);
+}
+
 #[tokio::test]
 async fn a_dual_stack_service_gets_an_additional_vip_and_members_of_both_families_and_keeps_them() {
     let cloud = TestCloud::start().await;

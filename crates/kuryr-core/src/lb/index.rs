@@ -174,6 +174,13 @@ impl<K: Clone + Eq + Hash> LbIndex<K> {
         self.listed_at.is_some()
     }
 
+    /// Whether the last listing showed no load balancer of `owner` at all (`false` before the first). A
+    /// listing is complete, so this answers the tag list a new object would otherwise make — for one this
+    /// process never sent a create for (the caller knows: a create may land after the listing began).
+    pub fn lists_none_of(&self, owner: &str) -> bool {
+        self.listed_at.is_some() && !self.seen.values().any(|s| s.owner.as_deref() == Some(owner))
+    }
+
     /// The sighting of `lb_id` from a listing begun after the last write to it; `None` if there is none
     /// that recent.
     pub fn current(&self, lb_id: &str) -> Option<&Sighting> {

@@ -209,3 +209,17 @@ fn ticks_are_fast_while_a_reconcile_waits_and_back_off() {
     ix.unwatch("lb1");
     assert_eq!(ix.next_tick(), 15 * S);
 }
+
+#[test]
+fn a_complete_listing_tells_which_owners_have_no_load_balancer() {
+    let mut ix = index();
+    // Before the first listing nothing is known: the caller lists by tags.
+    assert!(!ix.lists_none_of("owner-of-lb1"));
+    ix.apply(vec![lb("lb1", "PENDING_DELETE", &[])], Instant::now());
+    // One being deleted is still one: the tag list decides what to make of it.
+    assert!(!ix.lists_none_of("owner-of-lb1"));
+    assert!(ix.lists_none_of("owner-of-lb2"));
+    ix.apply(vec![lb("lb2", "ACTIVE", &[])], Instant::now());
+    assert!(ix.lists_none_of("owner-of-lb1"));
+    assert!(!ix.lists_none_of("owner-of-lb2"));
+}

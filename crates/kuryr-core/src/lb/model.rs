@@ -84,6 +84,13 @@ pub struct DesiredLb {
     pub expose: bool,
 }
 
+impl DesiredLb {
+    /// Whether every listener's pool has a member: a load balancer made now serves every port.
+    pub fn has_backends(&self) -> bool {
+        !self.listeners.is_empty() && self.listeners.values().all(|l| !l.pool.members.is_empty())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DesiredListener {
     pub name: String,

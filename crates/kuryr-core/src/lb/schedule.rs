@@ -45,6 +45,9 @@ pub struct Schedule {
     abandoned: HashSet<String>,
     /// Per LB id: its listeners, pools and health monitors as last read in full (or as the create answered).
     observed: HashMap<String, (Instant, ObservedLb)>,
+    /// Objects this process sent a create for: a create that timed out or whose status write was lost may
+    /// have made one that no listing has shown yet.
+    created: HashSet<String>,
 }
 
 /// An endpoints burst: the spec generation being gathered, when it was first and last seen changing, and
@@ -91,6 +94,7 @@ impl Schedule {
             sweep_wanted: HashSet::new(),
             abandoned: HashSet::new(),
             observed: HashMap::new(),
+            created: HashSet::new(),
         }
     }
 
@@ -267,6 +271,16 @@ impl Schedule {
                 .is_none_or(|at| now.saturating_duration_since(*at) >= every)
     }
 
+    /// This process sends a create for `uid`.
+    pub fn creating(&mut self, uid: &str) {
+        self.created.insert(uid.to_owned());
+    }
+
+    /// Whether this process ever sent a create for `uid` (whatever its answer).
+    pub fn ever_created(&self, uid: &str) -> bool {
+        self.created.contains(uid)
+    }
+
     /// Whether a stray of `uid` is known or may be (an abandon, or the observer saw one).
     pub fn sweep_wanted(&self, uid: &str) -> bool {
         self.sweep_wanted.contains(uid)
@@ -327,6 +341,7 @@ impl Schedule {
         self.began.remove(uid);
         self.listed.remove(uid);
         self.sweep_wanted.remove(uid);
+        self.created.remove(uid);
     }
 }
 
@@ -342,6 +357,17 @@ mod tests {
             poll_max: 2000 * MS,
             coalesce: 200 * MS,
         })
+    }
+
+    #[test]
+    fn a_create_sent_is_remembered_until_the_object_is_gone() {
+        let mut s = schedule();
+        assert!(!s.ever_created("klb"));
+        s.creating("klb");
+        assert!(s.ever_created("klb"));
+        assert!(!s.ever_created("other"));
+        s.forget("klb");
+        assert!(!s.ever_created("klb"));
     }
 
     #[test]
