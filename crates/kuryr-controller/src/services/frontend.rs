@@ -128,9 +128,6 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
                     name: Some(name.clone()),
                     namespace: Some(ns.clone()),
                     owner_references: svc.controller_owner_ref(&()).map(|o| vec![o]),
-                    // Born with the finalizer its reconcile would add first: one API write and one watch
-                    // round trip fewer before the load balancer is made.
-                    finalizers: Some(vec![finalizers::KURYRLOADBALANCER.into()]),
                     ..ObjectMeta::default()
                 },
                 spec,
