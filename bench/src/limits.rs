@@ -1,5 +1,6 @@
 //! What kuryr-rs's OpenStack client allowed while a scenario ran: its adaptive concurrency limit, the calls
-//! in flight and the calls queued for Neutron, sampled from the controller's `/metrics` every
+//! in flight and the calls queued for one cloud service (Neutron in the burst, Octavia in the Services
+//! creates), sampled from the controller's `/metrics` every
 //! [`EVERY`], and the limit's moves by reason over the run. Tells whether the limit was what the pods
 //! waited for (queued > 0 with in_flight at the limit) or something else was (no queue).
 
@@ -62,6 +63,7 @@ pub struct Sampler {
     stop: tokio::sync::watch::Sender<bool>,
     moves0: BTreeMap<String, f64>,
     url: String,
+    service: &'static str,
 }
 
 async fn metrics(http: &reqwest::Client, url: &str) -> Option<String> {
@@ -75,12 +77,13 @@ async fn metrics(http: &reqwest::Client, url: &str) -> Option<String> {
 }
 
 impl Sampler {
-    /// Starts reading `url`'s gauges of Neutron.
-    pub async fn start(url: String) -> Self {
+    /// Starts reading `url`'s gauges of `service` (its label in the controller's metrics: `neutron`,
+    /// `octavia`).
+    pub async fn start(url: String, service: &'static str) -> Self {
         let http = reqwest::Client::new();
         let moves0 = metrics(&http, &url)
             .await
-            .map(|t| moves(&t, "neutron"))
+            .map(|t| moves(&t, service))
             .unwrap_or_default();
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task_url = url.clone();
@@ -88,7 +91,7 @@ impl Sampler {
             let mut out = Vec::new();
             loop {
                 if let Some(t) = metrics(&http, &task_url).await {
-                    out.push(Reading::parse(&t, "neutron"));
+                    out.push(Reading::parse(&t, service));
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(EVERY) => {}
@@ -102,6 +105,7 @@ impl Sampler {
             stop,
             moves0,
             url,
+            service,
         }
     }
 
@@ -112,7 +116,7 @@ impl Sampler {
         let readings = self.task.await.unwrap_or_default();
         let moves1 = metrics(&reqwest::Client::new(), &self.url)
             .await
-            .map(|t| moves(&t, "neutron"))
+            .map(|t| moves(&t, self.service))
             .unwrap_or_default();
         let moved: BTreeMap<&String, f64> = moves1
             .iter()

@@ -65,7 +65,7 @@ pub async fn burst(
     let wait0 = session.ratelimit_wait_s().await;
     let api0 = apimetrics::try_scrape(&s.client).await;
     let limits = match session.metrics_url() {
-        Some(url) => Some(crate::limits::Sampler::start(url).await),
+        Some(url) => Some(crate::limits::Sampler::start(url, "neutron").await),
         None => None,
     };
     phases.mark("scrape");

@@ -513,12 +513,21 @@ async fn phases(
     let cpu0 = waiter.session.cpu_s();
     let api0 = crate::apimetrics::try_scrape(client).await;
     let load0 = load_average();
+    // Whether the creates queued behind the client's Octavia limit (kuryr-rs only: it has the metrics).
+    let limits = match waiter.session.metrics_url() {
+        Some(url) => Some(crate::limits::Sampler::start(url, "octavia").await),
+        None => None,
+    };
     let start = Instant::now();
     let set: Vec<(String, Vec<String>)> = (0..o.services)
         .map(|i| (format!("svc-{i}"), ips(o.endpoints)))
         .collect();
     let ready = create_and_wait(&mut waiter, client, set, o.timeout).await?;
     let create_wall = start.elapsed().as_secs_f64();
+    let octavia_client = match limits {
+        Some(l) => Some(l.finish().await),
+        None => None,
+    };
     let seq1 = waiter.session.last_seq();
     let not_ready = o.services - ready.len();
     let mut samples: Vec<f64> = ready.values().copied().collect();
@@ -572,6 +581,9 @@ async fn phases(
     r.extra.insert("endpoints_per_service".into(), o.endpoints.into());
     r.extra
         .insert("create_wall_s".into(), round_ms(create_wall).into());
+    if let Some(c) = octavia_client {
+        r.extra.insert("octavia_client".into(), c);
+    }
     r.extra.insert(
         "rolling_update".into(),
         json!({
