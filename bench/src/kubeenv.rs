@@ -18,6 +18,7 @@ use kuryr_api::{
 use serde_json::{json, Value};
 
 use crate::cloud::Vm;
+use crate::lock;
 
 pub fn kuryrport_api(client: &Client, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::erase::<KuryrPort>(&());
@@ -301,13 +302,6 @@ where
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-    }
-}
-
-pub fn lock(log: &SharedWireLog) -> std::sync::MutexGuard<'_, WireLog> {
-    match log.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
     }
 }
 

@@ -112,7 +112,7 @@ pub async fn burst(
     phases.mark("scrape");
     let created = created.lock().map(|m| m.clone()).unwrap_or_default();
     let (samples, missing) = {
-        let log = kubeenv::lock(&session.wire);
+        let log = crate::lock(&session.wire);
         let mut samples = Vec::new();
         let mut missing = 0usize;
         for n in &names {

@@ -103,7 +103,7 @@ async fn churn(
     };
     let created = created.lock().map(|m| m.clone()).unwrap_or_default();
     let (samples, missing) = {
-        let log = kubeenv::lock(&session.wire);
+        let log = crate::lock(&session.wire);
         let mut samples = Vec::new();
         let mut missing = 0usize;
         for n in &names {

@@ -134,7 +134,9 @@ fn from_status(rec: &LbLoadBalancer, tree: &tree::StatusTree) -> Option<loadbala
 async fn adopt(round: &Round<'_>) -> Result<Option<loadbalancers::LoadBalancer>> {
     let ctx = round.ctx;
     let uid = round.uid.as_str();
-    if !ctx.schedule().ever_created(uid) && ctx.observer.index().lists_none_of(&round.owner.uid) {
+    // One lock at a time: the schedule's guard is not held while the index's is taken.
+    let created = ctx.schedule().ever_created(uid);
+    if !created && ctx.observer.index().lists_none_of(&round.owner.uid) {
         ctx.schedule().listed(uid, false, Instant::now());
         return Ok(None);
     }
