@@ -1,6 +1,6 @@
 """Launch octavia-api, octavia-driver-agent or octavia-worker for the lab.
 
-Two in-process adjustments, both about running outside a distribution's packaging:
+In-process adjustments, all about running outside a distribution's packaging:
 1) ovn-octavia-provider builds octavia_lib's DriverLibrary() with the hard-coded sockets /var/run/octavia/*.sock,
    ignoring [driver_agent] *_socket_path: point those defaults at OCTAVIA_SOCK_DIR (the lab's state dir).
 2) noauth only: keystoneauth's "none" plugin registers an option "endpoint" that collides with the deprecated
@@ -9,6 +9,11 @@ Two in-process adjustments, both about running outside a distribution's packagin
 3) worker only: the amphora provider runs with noop compute/amphora/network drivers (no Nova here), but the API
    allocated a real Neutron VIP port for it; let the noop network driver release that port on delete, through
    the real driver's deallocate_vip, so an amphora LB leaves nothing behind in Neutron.
+
+4) api only: octavia-api serves with wsgiref's single-threaded simple_server, whose listen backlog is 5. While
+   one slow request (an ovn-provider create) is served, a sixth waiting client's SYN is dropped and its
+   connect times out (seen in CI: the conformance tests' version discovery). Give it uwsgi's kind of
+   backlog: connections wait in the kernel's queue, served one by one as before.
 
 usage: octavia_launch.py api|driver-agent|worker --config-file FILE
 """
@@ -27,7 +32,11 @@ if os.environ.get("LAB_AUTH") == "noauth":
 
 what = sys.argv.pop(1)
 if what == "api":
+    from wsgiref import simple_server
+
     from octavia.cmd.api import main
+
+    simple_server.WSGIServer.request_queue_size = 512
 elif what == "driver-agent":
     from octavia.cmd.driver_agent import main
 elif what == "worker":

@@ -64,6 +64,8 @@ pub struct Request {
     pub body: Option<Value>,
     /// `If-Match` header (Neutron's `revision_number=N` compare-and-swap; 412 when it does not match).
     pub if_match: Option<String>,
+    /// Sent to the service's unversioned root (its version document) instead of `path`.
+    pub at_root: bool,
 }
 
 impl Request {
@@ -76,6 +78,15 @@ impl Request {
             query: Vec::new(),
             body: None,
             if_match: None,
+            at_root: false,
+        }
+    }
+
+    /// The service's version document: `GET` on its unversioned root, retried like any other call.
+    pub fn version_document(service: Service, op: &'static str) -> Self {
+        Self {
+            at_root: true,
+            ..Self::new(service, op, Method::GET, "")
         }
     }
 
@@ -192,10 +203,6 @@ impl Cloud {
         self.inner.gate.metrics()
     }
 
-    pub(crate) fn gate(&self) -> &Gate {
-        &self.inner.gate
-    }
-
     /// The project the token is scoped to (or the noauth project).
     pub fn project_id(&self) -> Option<String> {
         self.inner.session.snapshot().project_id.clone()
@@ -208,10 +215,6 @@ impl Cloud {
     /// Current credentials (token expiry, generation) — for diagnostics and tests.
     pub fn credentials(&self) -> Arc<Credentials> {
         self.inner.session.snapshot()
-    }
-
-    pub(crate) fn http(&self) -> &reqwest::Client {
-        &self.inner.http
     }
 
     /// Neutron extensions, discovered once per handle.
@@ -263,7 +266,11 @@ impl Cloud {
         loop {
             attempt += 1;
             let (creds, _) = inner.session.current().await?;
-            let url = build_url(creds.endpoints.base(req.service), &req.path, &req.query);
+            let url = if req.at_root {
+                creds.endpoints.root(req.service)
+            } else {
+                build_url(creds.endpoints.base(req.service), &req.path, &req.query)
+            };
             let pass = inner
                 .gate
                 .enter(
@@ -308,7 +315,12 @@ impl Cloud {
                     body: &outcome_body,
                 },
             };
-            pass.finish(Verdict::of(&outcome));
+            if req.at_root {
+                // A version document is no sample of the API's work: it holds a place, teaches nothing.
+                drop(pass);
+            } else {
+                pass.finish(Verdict::of(&outcome));
+            }
             debug!(%url, status, attempt, ms = elapsed.as_millis() as u64, "call");
             match classify(outcome, &req.method, req.op) {
                 Decision::Done => {

@@ -606,6 +606,27 @@ async fn failed_early_renewal_keeps_using_the_valid_token() {
 }
 
 #[tokio::test]
+async fn the_version_document_is_retried_like_every_call() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    // A busy Octavia API refusing the discovery twice must not fail a controller's start.
+    env.sim.add_fault(FaultRule {
+        op: "octavia.versions".into(),
+        count: Some(2),
+        status: Some(503),
+        ..FaultRule::default()
+    });
+    let features = cloud.octavia_features().await.unwrap();
+    assert!(features.version >= (2, 0), "{features:?}");
+    let m = cloud.metrics().snapshot();
+    assert_eq!(m.count_outcome("octavia.versions", "5xx"), 2);
+    assert_eq!(m.count_outcome("octavia.versions", "2xx"), 1);
+    assert_eq!(m.retries_total(), 2);
+}
+
+#[tokio::test]
 async fn logins_and_the_version_document_are_counted_like_every_call() {
     let env = start(Profile::zero()).await;
     let cloud = env.cloud("sim").await;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use reqwest::header::ACCEPT;
 use serde::Deserialize;
 
 pub use super::features::{
@@ -14,7 +13,7 @@ pub use super::features::{
 use super::listeners::CreateListener;
 use super::loadbalancers::CreateLoadBalancer;
 use crate::errors::{Error, Result, Service};
-use crate::Cloud;
+use crate::{Cloud, Request};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -94,42 +93,14 @@ struct VersionDoc {
     versions: Vec<Version>,
 }
 
-/// `GET /` (unauthenticated version document) and, from 2.6, `GET /lbaas/providers`.
+/// `GET /` (the version document), retried on transport errors and 5xx like every other call: a
+/// controller starting beside a busy Octavia API must not fail on one refused connection.
 pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
-    let url = cloud.endpoints().root(Service::LoadBalancer);
     let op = "octavia.versions";
-    // Outside the versioned root, so not through `execute`, but through the same gate and metrics.
-    let gate = cloud.gate();
-    let pass = gate
-        .enter(Service::LoadBalancer, crate::adaptive::CallKind::new(op, 0))
+    let resp = cloud
+        .execute(Request::version_document(Service::LoadBalancer, op))
         .await?;
-    let start = std::time::Instant::now();
-    let sent = async {
-        let resp = cloud
-            .http()
-            .get(url)
-            .header(ACCEPT, "application/json")
-            .send()
-            .await?;
-        let status = resp.status().as_u16();
-        Ok::<_, reqwest::Error>((status, resp.bytes().await?))
-    }
-    .await;
-    drop(pass);
-    gate.record(
-        op,
-        "GET",
-        sent.as_ref().map_or(0, |(s, _)| *s),
-        start.elapsed(),
-        1,
-    );
-    let (_, bytes) = sent.map_err(|source| Error::Transport {
-        service: Service::LoadBalancer,
-        op,
-        attempts: 1,
-        source,
-    })?;
-    let doc: VersionDoc = serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
+    let doc: VersionDoc = serde_json::from_slice(&resp.body).map_err(|source| Error::Decode {
         service: Service::LoadBalancer,
         op,
         source,
