@@ -51,7 +51,7 @@ pub fn mk_port(ns: &str, name: &str, uid: &str, vifs: Vec<(&str, Vif)>) -> Kuryr
         vifs: vifs
             .into_iter()
             .enumerate()
-            .map(|(i, (n, vif))| (n.to_string(), PodVif { default: i == 0, vif }))
+            .map(|(i, (n, vif))| (n.to_string(), Box::new(PodVif { default: i == 0, vif })))
             .collect::<BTreeMap<_, _>>(),
         conditions: vec![],
         observed_generation: None,

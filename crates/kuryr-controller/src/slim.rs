@@ -20,7 +20,7 @@ use kuryr_api::k8s_openapi::api::core::v1::{
     Service, ServicePort, ServiceSpec,
 };
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, KuryrLoadBalancer, ObjectMeta, Resource};
+use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::services::SERVICE_NAME_LABEL;
@@ -197,6 +197,16 @@ pub fn endpoint_slice(s: &mut EndpointSlice) {
         p.app_protocol = None;
     }
     compact(s);
+}
+
+/// A KuryrPort: [`meta`], its labels (the node-name label selects a node's KuryrPorts for the CNI
+/// daemon's watch, on the server; nothing here reads it back), compacted. The rest is read: the spec by the
+/// reconcile, the status by the next status write, which is built from it (a server-side apply of the
+/// whole status under this controller's manager, so nothing cached is sent back but the status).
+pub fn kuryrport(k: &mut KuryrPort) {
+    meta(k);
+    k.metadata.labels = None;
+    compact(k);
 }
 
 /// A KuryrLoadBalancer: [`meta`], and compacted. Nothing else goes: the front end compares the whole
@@ -570,5 +580,50 @@ mod tests {
             Some([("other".to_string(), "x".to_string())].into())
         );
         assert_eq!(kp.spec, before);
+    }
+
+    #[test]
+    fn a_slim_kuryrport_keeps_its_identity_spec_status_and_finalizers() {
+        let mut kp: KuryrPort = serde_json::from_value(serde_json::json!({
+            "apiVersion": "openstack.org/v1", "kind": "KuryrPort",
+            "metadata": {
+                "name": "web-0", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7", "generation": 2,
+                "labels": {"kuryr.openstack.org/nodeName": "node-1"},
+                "finalizers": ["kuryr.openstack.org/kuryrport-finalizer"],
+                "deletionTimestamp": "2026-11-27T12:00:00Z",
+                "managedFields": [{"manager": "kuryr-controller", "operation": "Apply"}]
+            },
+            "spec": {"podUid": "pod-1", "podNodeName": "node-1", "podStatic": false, "vifType": "nested-vlan",
+                     "subnetIds": ["s-1"], "securityGroupIds": ["sg-1"]},
+            "status": {
+                "observedGeneration": 2,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "PortActive", "message": "m",
+                                "lastTransitionTime": "2026-11-27T11:00:00Z"}],
+                "vifs": {"eth0": {"default": true, "vif": {
+                    "type": "nested-vlan", "portId": "port-1", "networkId": "net-1", "mac": "fa:16:3e:00:00:01",
+                    "ips": [{"address": "10.0.0.5", "cidr": "10.0.0.0/24", "subnetId": "s-1"}],
+                    "vlanId": 3018, "active": true}}}
+            }
+        }))
+        .unwrap();
+        let before = kp.clone();
+        kuryrport(&mut kp);
+        assert!(kp.metadata.labels.is_none());
+        assert!(kp.metadata.managed_fields.is_none());
+        let m = &kp.metadata;
+        assert_eq!(
+            (
+                m.name.as_deref(),
+                m.namespace.as_deref(),
+                m.uid.as_deref(),
+                m.resource_version.as_deref()
+            ),
+            (Some("web-0"), Some("ns"), Some("uid-1"), Some("7"))
+        );
+        assert_eq!(m.generation, Some(2));
+        assert_eq!(m.finalizers, before.metadata.finalizers);
+        assert_eq!(m.deletion_timestamp, before.metadata.deletion_timestamp);
+        assert_eq!(kp.spec, before.spec);
+        assert_eq!(kp.status, before.status);
     }
 }

@@ -85,11 +85,15 @@ fn slim_objects_cost_a_fraction_of_whole_ones() {
     let json = fixture("kuryrport.json");
     let full = cached::<KuryrPort>(&json, whole);
     let meta = cached::<KuryrPort>(&json, slim::meta);
+    let slim = cached::<KuryrPort>(&json, slim::kuryrport);
     let kp: KuryrPort = serde_json::from_str(&json).expect("fixture parses");
     let st = kp.status.expect("the fixture has a status");
     let status = footprint(|| st.clone());
-    println!("kuryrport.json: whole {full} B, without managedFields {meta} B; a status copy {status} B");
+    println!(
+        "kuryrport.json: whole {full} B, without managedFields {meta} B, slim {slim} B; a status copy {status} B"
+    );
     assert!(meta < full, "kuryrport: managedFields cost nothing?");
+    assert!(slim < meta, "kuryrport: labels and slack cost nothing?");
     assert!(status < meta, "a status is part of its object");
 
     services();

@@ -44,10 +44,10 @@ pub fn facts(
 /// Records `vif` as interface `ifname` (`eth0` is the default one). Returns whether anything changed, so
 /// a no-op status write can be skipped.
 pub fn set_vif(status: &mut KuryrPortStatus, ifname: &str, vif: Vif) -> bool {
-    let entry = PodVif {
+    let entry = Box::new(PodVif {
         default: ifname == DEFAULT_IFNAME,
         vif,
-    };
+    });
     if status.vifs.get(ifname) == Some(&entry) {
         return false;
     }

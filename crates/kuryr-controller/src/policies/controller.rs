@@ -98,7 +98,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             scoped::<KuryrPort>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_kps,
-            slim::meta,
+            slim::kuryrport,
             "kuryrport watch"
         ),
         feed!(

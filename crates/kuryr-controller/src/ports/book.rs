@@ -173,7 +173,8 @@ mod tests {
                 "active": active,
             }))
             .unwrap();
-            st.vifs.insert("eth0".into(), PodVif { default: true, vif });
+            st.vifs
+                .insert("eth0".into(), Box::new(PodVif { default: true, vif }));
         }
         st
     }
