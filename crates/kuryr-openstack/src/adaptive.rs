@@ -180,10 +180,13 @@ pub struct Sample {
 struct KindLatency {
     /// Answers of the window being filled, in seconds.
     window: Vec<f64>,
+
     /// Answers of the window whose call was let through with at most `calm_in_flight` calls in flight.
     window_calm: usize,
     /// ln(seconds) of the usual median; `None` until a calm window has closed.
     usual: Option<f64>,
+    /// Calm windows the usual rests on.
+    calm_windows: u32,
 }
 
 /// How far a calm window moves the usual median toward its own: an average over ~10 windows, whose noise is
@@ -191,16 +194,21 @@ struct KindLatency {
 const CALM_WEIGHT: f64 = 0.2;
 /// Medians under this are never distress, whatever the ratio (a 2 ms GET taking 5 ms is not overload).
 const LATENCY_FLOOR: Duration = Duration::from_millis(20);
+/// Calm windows a kind's usual must rest on before its loaded windows are judged (and before slow start):
+/// one window's median of lognormal answers is off by a third now and then, and a burst's first window is
+/// answered just before the burst loads the machine, so a usual from it alone cut the limit at 10 calls in
+/// flight against a cloud that answered 64 as fast (bench, services on ovn, 2026-11-29).
+const MIN_CALM_WINDOWS: u32 = 2;
 
 impl KindLatency {
-    /// Adds one answer; when it closes a window, says whether that window was in distress.
-    fn add(&mut self, s: &Sample, config: &AimdConfig) -> bool {
+    /// Adds one answer; when it closes a window, says how that window was judged.
+    fn add(&mut self, s: &Sample, config: &AimdConfig) -> Window {
         self.window.push(s.latency.as_secs_f64());
         if s.in_flight <= config.calm_in_flight {
             self.window_calm += 1;
         }
         if self.window.len() < config.window.max(1) {
-            return false;
+            return Window::Open;
         }
         self.window.sort_by(f64::total_cmp);
         let median = self.window[self.window.len() / 2];
@@ -213,14 +221,28 @@ impl KindLatency {
         // A window answered slowly while calm was not slowed by this client's load, and fewer calls would
         // not speed it up: the service or this machine is slower for everyone (a bench's warm-up on a busy
         // 2-core machine cut the limit 11 -> 6 so, ending slow start before the burst). It only teaches.
-        let distress = !calm
+        let judged = !calm && self.judged();
+        let distress = judged
             && self.usual.is_some_and(|usual| {
                 median > LATENCY_FLOOR.as_secs_f64() && ln > usual + config.tolerance.max(1.0).ln()
             });
         if calm {
-            self.usual = Some(self.usual.map_or(ln, |u| u + CALM_WEIGHT * (ln - u)));
+            self.calm_windows = self.calm_windows.saturating_add(1);
+            // The mean of the windows so far until there are enough for the moving average, which would
+            // otherwise lean on the first window alone.
+            let weight = (1.0 / f64::from(self.calm_windows)).max(CALM_WEIGHT);
+            self.usual = Some(self.usual.map_or(ln, |u| u + weight * (ln - u)));
         }
-        distress
+        match (distress, judged) {
+            (true, _) => Window::Distress,
+            (false, true) => Window::Fine,
+            (false, false) => Window::Unjudged,
+        }
+    }
+
+    /// Whether the usual rests on enough calm windows to judge a loaded one against.
+    fn judged(&self) -> bool {
+        self.calm_windows >= MIN_CALM_WINDOWS
     }
 
     fn clear(&mut self) {
@@ -229,11 +251,29 @@ impl KindLatency {
     }
 }
 
+/// A window of one kind's answers, as judged when it closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Window {
+    /// Not full yet.
+    Open,
+    /// Calm, or its kind's usual not learned yet: it teaches, if anything.
+    Unjudged,
+    /// Under load and within the tolerance of the usual.
+    Fine,
+    Distress,
+}
+
 #[derive(Debug)]
 pub struct Aimd {
     config: AimdConfig,
     limit: f64,
     slow_start: bool,
+    /// Slow start was ended by a latency cut, and resumes once a loaded window is answered within the
+    /// tolerance again. Latency is the one distress that comes and goes without this client (a 2-core
+    /// machine busy at the start of a burst: one such cut held a 200-Service burst's Octavia limit at 20-30
+    /// for the whole burst, where the cloud took 64 as fast); a service at its capacity answers the next
+    /// window over it slowly again and is cut again, once per round trip.
+    resume_slow_start: bool,
     /// Calls let through before the last cut were already in flight when it was made: their distress was
     /// answered by it (one cut per round trip, as TCP).
     last_cut: Option<Instant>,
@@ -250,6 +290,7 @@ impl Aimd {
         Self {
             limit: config.initial.clamp(min, max) as f64,
             slow_start: true,
+            resume_slow_start: false,
             last_cut: None,
             latencies: HashMap::new(),
             recent_conflicts: VecDeque::new(),
@@ -295,6 +336,10 @@ impl Aimd {
                 // Contention found a crowd on one subnet, not the service's capacity: slow start goes on (ended
                 // by it, a pools burst's limit sat at 9-12 with calls queued in two thirds of the readings).
                 if d != Distress::IpamConflict {
+                    // Only a cut that ended slow start (or one made while it could resume) may resume it;
+                    // after an error it stays ended.
+                    let resumable = self.slow_start || self.resume_slow_start;
+                    self.resume_slow_start = d == Distress::Latency && resumable;
                     self.slow_start = false;
                 }
                 // What the windows hold so far measured the load this cut answered.
@@ -305,14 +350,18 @@ impl Aimd {
                 MoveReason::Cut(d)
             }
             None => {
-                // Only a limit that held calls back is worth raising: growing it while half of it is unused
-                // would leave a huge limit to be cut the day the load comes.
-                if s.in_flight < from {
+                // Only a limit in use is worth raising: growing it while half of it is unused would leave a
+                // huge limit to be cut the day the load comes. In use means at least half of today's limit
+                // was in flight when this call was let through (RFC 7661's rule for TCP): in slow start the
+                // limit doubles while a call is out, so one let through at the full limit of its day finds
+                // it half that size on return; requiring the whole of today's limit stopped slow start at
+                // 20-30 with calls still queued (200-Service burst, 2026-11-30).
+                if s.in_flight * 2 < from {
                     return None;
                 }
                 let max = self.config.max as f64;
                 // Latency is judged against what the service answered while calm: learn that before loading it.
-                if self.slow_start && !self.latencies.values().any(|k| k.usual.is_some()) {
+                if self.slow_start && !self.latencies.values().any(KindLatency::judged) {
                     return None;
                 }
                 if self.slow_start {
@@ -346,7 +395,15 @@ impl Aimd {
     /// `tolerance` times the kind's usual one.
     fn judge_latency(&mut self, s: &Sample) -> Option<Distress> {
         let kind = self.latencies.entry(s.kind).or_default();
-        kind.add(s, &self.config).then_some(Distress::Latency)
+        match kind.add(s, &self.config) {
+            Window::Distress => Some(Distress::Latency),
+            Window::Fine if self.resume_slow_start => {
+                self.resume_slow_start = false;
+                self.slow_start = true;
+                None
+            }
+            Window::Open | Window::Unjudged | Window::Fine => None,
+        }
     }
 }
 

@@ -143,6 +143,9 @@ impl Admission {
                     from = m.from,
                     to = m.to,
                     reason = m.reason.as_str(),
+                    // The call whose answer moved it (for a latency cut: the kind whose window was slow).
+                    op = s.kind.op,
+                    size_class = s.kind.size_class,
                     "concurrency limit moved"
                 );
             }

@@ -60,11 +60,12 @@ fn slow_start_learns_a_calm_window_then_grows_by_one_per_quick_answer_up_to_the_
         max: 6,
         ..AimdConfig::default()
     });
-    let moves: Vec<(u64, usize)> = (0..14)
+    let moves: Vec<(u64, usize)> = (0..22)
         .filter_map(|i| r.call(i * 100, 50, Verdict::Answered).map(|m| (i, m.to)))
         .collect();
-    // The first window (8 answers) teaches the usual latency; only from its last does the load grow.
-    assert_eq!(moves, vec![(7, 3), (8, 4), (9, 5), (10, 6)]);
+    // The first two windows (8 answers each) teach the usual latency; only from the last of the second
+    // does the load grow.
+    assert_eq!(moves, vec![(15, 3), (16, 4), (17, 5), (18, 6)]);
     assert_eq!(r.aimd.limit(), 6);
 }
 
@@ -168,8 +169,8 @@ fn a_cut_for_ipam_conflicts_leaves_slow_start_going() {
         initial: 8,
         ..AimdConfig::default()
     });
-    // A calm window teaches the usual latency, slow start takes the limit up.
-    for i in 0..12 {
+    // Two calm windows teach the usual latency, slow start takes the limit up.
+    for i in 0..20 {
         r.call(i * 100, 50, Verdict::Answered);
     }
     let before = r.aimd.limit();
@@ -285,14 +286,29 @@ fn latency_is_judged_per_kind_of_call() {
 }
 
 #[test]
-fn a_kind_is_judged_once_a_calm_window_taught_its_usual_latency() {
+fn a_kind_is_judged_once_two_calm_windows_taught_its_usual_latency() {
     let mut r = Run::new(at_ceiling(10));
     // Under load, nothing to compare a window with, however slow.
     assert_eq!(window(&mut r, 0, 900), None);
-    // A calm one teaches (it is never judged); then loaded ones are.
+    // A calm one teaches (it is never judged), but one window's median is too rough a usual: a burst's
+    // first window is answered before the burst loads the machine, and the next ones twice as slowly.
     assert_eq!(calm_window(&mut r, 1_000, 300), None);
-    assert_eq!(window(&mut r, 2_000, 300), None);
-    assert!(window(&mut r, 3_000, 700).is_some());
+    assert_eq!(window(&mut r, 2_000, 700), None);
+    // A second calm one; then loaded ones are judged.
+    assert_eq!(calm_window(&mut r, 3_000, 300), None);
+    assert_eq!(window(&mut r, 4_000, 300), None);
+    assert!(window(&mut r, 5_000, 700).is_some());
+}
+
+#[test]
+fn the_first_calm_windows_count_alike_in_the_usual_latency() {
+    let mut r = Run::new(at_ceiling(10));
+    // 100 ms, then 400 ms: the usual is their geometric mean, 200 ms (a moving average from the first
+    // alone would say 132 ms, and judge 350 ms as distress).
+    calm_window(&mut r, 0, 100);
+    calm_window(&mut r, 1_000, 400);
+    assert_eq!(window(&mut r, 10_000, 350), None);
+    assert!(window(&mut r, 20_000, 450).is_some());
 }
 
 #[test]
@@ -380,9 +396,9 @@ impl Lognormal {
 /// A caller that always has more calls than the limit lets through, against a service of `workers` whose
 /// answers queue beyond them (cloudsim's load model: latency × in-flight / workers). The limit after each
 /// answer.
-fn saturate(config: AimdConfig, workers: Option<usize>, answers: usize) -> Vec<usize> {
+fn saturate(config: AimdConfig, workers: Option<usize>, answers: usize, seed: u64) -> Vec<usize> {
     let mut aimd = Aimd::new(config);
-    let mut latencies = Lognormal::new(7, 100.0, 400.0);
+    let mut latencies = Lognormal::new(seed, 100.0, 400.0);
     let t0 = Instant::now();
     let mut clock = Duration::ZERO;
     let mut limits = Vec::with_capacity(answers);
@@ -408,18 +424,31 @@ fn saturate(config: AimdConfig, workers: Option<usize>, answers: usize) -> Vec<u
 #[test]
 fn an_idle_cloud_with_long_tailed_latencies_lets_the_limit_reach_its_ceiling() {
     // p50 100 ms, p99 400 ms: under the old rule (2x the fastest recent answer) most answers were distress
-    // and the limit sat near 1.
-    let limits = saturate(AimdConfig::default(), None, 5_000);
-    let tail = &limits[4_000..];
-    let lowest = tail.iter().copied().min().unwrap_or(0);
-    assert!(lowest >= 48, "limit fell to {lowest} on an idle cloud");
-    assert_eq!(limits.iter().copied().max(), Some(64));
+    // and the limit sat near 1. Judged over 40 clouds: any one of them may draw an unlucky usual (a
+    // window's median is a sample) and spend a while lower.
+    let mut at_ceiling = 0;
+    let mut lowest: Vec<usize> = (0..40)
+        .map(|seed| {
+            let limits = saturate(AimdConfig::default(), None, 5_000, seed);
+            at_ceiling += usize::from(limits.contains(&64));
+            limits[4_000..].iter().copied().min().unwrap_or(0)
+        })
+        .collect();
+    lowest.sort_unstable();
+    let median = lowest[lowest.len() / 2];
+    assert!(at_ceiling >= 30, "{at_ceiling} of 40 reached the ceiling");
+    assert!(
+        median >= 48,
+        "the limit's lowest in the last 1,000 answers: {lowest:?}"
+    );
+    // A tenth of them a while lower, never near the floor.
+    assert!(lowest[lowest.len() / 10] >= 16, "{lowest:?}");
 }
 
 #[test]
 fn a_cloud_that_queues_beyond_its_workers_keeps_the_limit_near_them() {
     // 8 workers: at a limit of 16 every answer takes twice as long as idle.
-    let limits = saturate(AimdConfig::default(), Some(8), 5_000);
+    let limits = saturate(AimdConfig::default(), Some(8), 5_000, 7);
     let tail = &limits[2_000..];
     let mean = tail.iter().sum::<usize>() as f64 / tail.len() as f64;
     let highest = tail.iter().copied().max().unwrap_or(0);
@@ -476,4 +505,69 @@ fn size_classes() {
     assert_eq!(CallKind::new("x", 4_000).size_class, 0);
     assert_eq!(CallKind::new("x", 5_000).size_class, 1);
     assert_eq!(CallKind::new("x", 100_000).size_class, 4);
+}
+
+/// At 10 of a ceiling of 64 (calm up to 2 in flight), its usual latency taught by two calm windows of 100 ms.
+fn growing() -> Run {
+    let mut r = Run::new(AimdConfig {
+        initial: 10,
+        calm_in_flight: 2,
+        ..AimdConfig::default()
+    });
+    calm_window(&mut r, 0, 100);
+    calm_window(&mut r, 1_000, 100);
+    r
+}
+
+#[test]
+fn a_latency_cut_lets_slow_start_resume_once_a_loaded_window_is_answered_fast_again() {
+    let mut r = growing();
+    let cut = window(&mut r, 10_000, 250).expect("a slow loaded window cuts");
+    assert_eq!(cut.reason, MoveReason::Cut(Distress::Latency));
+    // The machine was busy for a moment: the next loaded window is answered as fast as ever.
+    window(&mut r, 20_000, 100);
+    let before = r.aimd.limit();
+    // Slow start again: one more per quick answer.
+    r.call(30_000, 100, Verdict::Answered);
+    r.call(30_100, 100, Verdict::Answered);
+    assert_eq!(r.aimd.limit(), before + 2);
+    // And a service really at its capacity is cut again at the next slow window.
+    let cuts = (0..16u64)
+        .filter_map(|i| r.call(40_000 + i * 100, 250, Verdict::Answered))
+        .filter(|m| m.reason == MoveReason::Cut(Distress::Latency))
+        .count();
+    assert!(cuts >= 1, "never cut again");
+}
+
+#[test]
+fn after_a_cut_for_errors_slow_start_does_not_resume() {
+    let mut r = growing();
+    let cut = r.call(10_000, 100, Verdict::Distress(Distress::ServerError));
+    assert!(cut.is_some());
+    window(&mut r, 20_000, 100);
+    let before = r.aimd.limit();
+    r.call(30_000, 100, Verdict::Answered);
+    r.call(30_100, 100, Verdict::Answered);
+    // Additive increase: a limit's worth of answers for one more.
+    assert_eq!(r.aimd.limit(), before);
+}
+
+#[test]
+fn a_limit_half_in_use_when_the_call_went_out_is_raised() {
+    let mut r = growing();
+    let quick = |r: &mut Run, at: u64, in_flight: usize| {
+        let s = Sample {
+            kind: GET,
+            started: r.at(at),
+            latency: ms(100),
+            in_flight,
+            verdict: Verdict::Answered,
+        };
+        r.aimd.on_sample(&s, r.at(at + 100))
+    };
+    // Let through at 5 of 10: in slow start the limit doubles while a call is out, so half in use is in use.
+    assert_eq!(quick(&mut r, 10_000, 5).map(|m| m.to), Some(11));
+    // 5 of 11 is less than half: that limit is not in use.
+    assert_eq!(quick(&mut r, 10_100, 5), None);
+    assert_eq!(quick(&mut r, 10_200, 6).map(|m| m.to), Some(12));
 }
