@@ -180,7 +180,6 @@ pub struct Sample {
 struct KindLatency {
     /// Answers of the window being filled, in seconds.
     window: Vec<f64>,
-
     /// Answers of the window whose call was let through with at most `calm_in_flight` calls in flight.
     window_calm: usize,
     /// ln(seconds) of the usual median; `None` until a calm window has closed.
@@ -353,8 +352,8 @@ impl Aimd {
                 // Only a limit in use is worth raising: growing it while half of it is unused would leave a
                 // huge limit to be cut the day the load comes. In use means at least half of today's limit
                 // was in flight when this call was let through (RFC 7661's rule for TCP): in slow start the
-                // limit doubles while a call is out, so one let through at the full limit of its day finds
-                // it half that size on return; requiring the whole of today's limit stopped slow start at
+                // limit doubles while a call is out, so a call let through at the full limit of its day
+                // returns to a limit twice that; requiring the whole of today's limit stopped slow start at
                 // 20-30 with calls still queued (200-Service burst, 2026-11-30).
                 if s.in_flight * 2 < from {
                     return None;
