@@ -262,7 +262,6 @@ impl Lb {
         self.klb()
     }
 
-    /// Rounds until `Ready=True` (a few: finalizer, create, then ACTIVE); the object then.
     /// Up to `rounds` reconciles until `Ready=True`, errors allowed (a provider's refusal is a failed round);
     /// whether any round failed.
     async fn rounds_until_ready(&mut self, rounds: usize) -> bool {
@@ -284,6 +283,7 @@ impl Lb {
         failed
     }
 
+    /// Rounds until `Ready=True` (a few: finalizer, create, then ACTIVE); the object then.
     async fn until_ready(&mut self) -> KuryrLoadBalancer {
         self.until_ready_within(6).await
     }

@@ -12,6 +12,7 @@ pub use super::features::{
 };
 use super::listeners::CreateListener;
 use super::loadbalancers::CreateLoadBalancer;
+use crate::client::decode;
 use crate::errors::{Error, Result, Service};
 use crate::{Cloud, Request};
 
@@ -100,11 +101,7 @@ pub async fn get(cloud: &Cloud) -> Result<Vec<Version>> {
     let resp = cloud
         .execute(Request::version_document(Service::LoadBalancer, op))
         .await?;
-    let doc: VersionDoc = serde_json::from_slice(&resp.body).map_err(|source| Error::Decode {
-        service: Service::LoadBalancer,
-        op,
-        source,
-    })?;
+    let doc: VersionDoc = decode(resp.json(Service::LoadBalancer, op)?, Service::LoadBalancer, op)?;
     Ok(doc.versions)
 }
 
