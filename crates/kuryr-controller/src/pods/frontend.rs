@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kuryr_api::k8s_openapi::jiff::Timestamp;
-use kuryr_api::{finalizers, Api, KuryrPort, Pod, PostParams, Resource, ResourceExt};
+use kuryr_api::{finalizers, Api, KuryrPort, PostParams, Resource, ResourceExt, SlimPod};
 use kuryr_core::pod::{self, FinalizerChange, KuryrPortChange};
 use tracing::{debug, info, instrument};
 
@@ -20,7 +20,7 @@ use crate::toolkit::{delete_exact, Reconciled, Topic, Uid};
 
 pub const CONTROLLER: &str = "pod";
 
-impl Reconciled for Pod {
+impl Reconciled for SlimPod {
     const CONTROLLER: &'static str = CONTROLLER;
 }
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
@@ -33,11 +33,13 @@ const CACHE_LAG: Duration = Duration::from_secs(5);
 const STALE_CACHE: Duration = Duration::from_millis(200);
 /// Latest next look at a terminating pod whose containers still run.
 const DRAIN_LOOK: Duration = Duration::from_secs(30);
-/// Periodic re-check of an otherwise quiet pod.
+/// Re-check of a pod in another controller's namespace (it may be relabelled into the selector). A pod
+/// settled here waits for a change instead: the decision reads only the Pod and KuryrPort caches, whose
+/// watches bring every change, and a timer per pod held ~1.2 KB in the controller's scheduler.
 const RESYNC: Duration = Duration::from_secs(600);
 
 #[instrument(skip(pod, ctx), fields(namespace = pod.namespace(), name = pod.name_any()))]
-pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
     let ns = pod.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = pod.name_any();
@@ -57,7 +59,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     }
     let kp = ctx.kuryrport(&ns, &name);
     let actions = pod::pod_actions(&pod, kp.as_deref());
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods: Api<SlimPod> = Api::namespaced(ctx.client.clone(), &ns);
     let kps: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
     if !pod::is_deleting(&pod) {
         tell_refused(&pod, &ctx).await;
@@ -115,12 +117,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action> {
     {
         return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::await_change())
 }
 
 /// Annotations that would choose cloud resources (upstream's project and extra-network annotations) are not
 /// honoured: a Warning Event each, once per change; the pod is wired as if they were absent.
-async fn tell_refused(pod: &Pod, ctx: &Context) {
+async fn tell_refused(pod: &SlimPod, ctx: &Context) {
     let ann = pod.metadata.annotations.as_ref();
     let refused = if ctx.config.additional_subnets.is_empty() {
         kuryr_core::annotations::refused(ann)
@@ -130,7 +132,7 @@ async fn tell_refused(pod: &Pod, ctx: &Context) {
     ctx.tell(pod, Topic::Annotations, "ReadPod", &refused).await;
 }
 
-async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &Pod, ctx: &Context) -> Result<()> {
+async fn create_kuryrport(kps: &Api<KuryrPort>, pod: &SlimPod, ctx: &Context) -> Result<()> {
     let Some(mut desired) = pod::desired_kuryrport(pod) else {
         return Ok(());
     };

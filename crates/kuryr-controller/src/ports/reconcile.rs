@@ -23,7 +23,9 @@ pub const CONTROLLER: &str = "kuryrport";
 impl Reconciled for KuryrPort {
     const CONTROLLER: &'static str = CONTROLLER;
 }
-/// Periodic re-check of a wired KuryrPort.
+/// Re-check of a KuryrPort in another controller's namespace (it may be relabelled into the selector). A
+/// wired one here waits for a change instead: its reconcile reads only the caches, whose watches bring every
+/// change, and a timer per object held ~1.2 KB in the controller's scheduler (10,000 pods: ~12 MB).
 const RESYNC: Duration = Duration::from_secs(600);
 
 #[instrument(skip(kp, ctx), fields(namespace = kp.namespace(), name = kp.name_any()))]
@@ -74,7 +76,7 @@ async fn apply(kp: &KuryrPort, ctx: &Arc<Context>) -> Result<Action> {
         return Err(e);
     }
     if wired_before {
-        return Ok(Action::requeue(RESYNC));
+        return Ok(Action::await_change());
     }
     if st.all_active() {
         return Ok(wired(ctx, &pod_uid));
@@ -138,7 +140,7 @@ fn wired(ctx: &Context, pod_uid: &Uid) -> Action {
         ctx.metrics.wired(took);
         info!(took_ms = took.as_millis(), "port ACTIVE");
     }
-    Action::requeue(RESYNC)
+    Action::await_change()
 }
 
 /// The object's `Ready` is not True although every port is ACTIVE (e.g. a failure was reported since).
