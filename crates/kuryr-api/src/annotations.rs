@@ -58,3 +58,7 @@ pub const HEADLESS_SERVICE: &str = "service.kubernetes.io/headless";
 
 /// On a Pod: `file`/`http` for static (kubelet-manifest) pods, which upstream treats specially.
 pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+
+/// Set by `kubectl apply`: its copy of the whole object it applied. Read by nobody here, so the controller's
+/// caches drop it.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";

@@ -27,6 +27,7 @@ pub mod port;
 mod schema;
 #[cfg(feature = "client")]
 mod scope;
+pub mod slim_pod;
 pub mod vif;
 
 pub use attachment::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
@@ -37,6 +38,7 @@ pub use policy::{KuryrNetworkPolicy, KuryrNetworkPolicySpec, KuryrNetworkPolicyS
 pub use port::{AdditionalNetwork, KuryrPort, KuryrPortSpec, KuryrPortStatus, PodVif};
 #[cfg(feature = "client")]
 pub use scope::scoped;
+pub use slim_pod::SlimPod;
 pub use vif::{Vif, VifIp, VifType};
 
 // === Re-exports ===

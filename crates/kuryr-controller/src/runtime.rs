@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::{scoped, Api, KuryrNetwork, KuryrPort, Node, Pod, ResourceExt, VifType};
+use kuryr_api::{scoped, Api, KuryrNetwork, KuryrPort, Node, ResourceExt, SlimPod, VifType};
 use kuryr_core::pool::PoolParent;
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, warn, Instrument};
@@ -105,7 +105,7 @@ pub async fn run(rt: Runtime, shutdown: impl Future<Output = ()> + Send + 'stati
     };
 
     let kp_api: Api<KuryrPort> = scoped(&client, ns.as_deref());
-    let pod_api: Api<Pod> = scoped(&client, ns.as_deref());
+    let pod_api: Api<SlimPod> = scoped(&client, ns.as_deref());
     // One KuryrPort and one Pod per pod in the caches: most of the controller's memory at scale, so both are
     // kept slim (`slim`; tests/footprint.rs: a Pending pod 18.7 -> 2.9 KB, a KuryrPort 13.7 -> 2.3 KB).
     let kp_controller = crate::slim::controller(kp_api.clone(), wc.clone(), crate::slim::kuryrport)

@@ -15,18 +15,14 @@ use std::fmt::Debug;
 
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStatus, Node, Pod, PodSpec, PodStatus,
-    Service, ServicePort, ServiceSpec,
-};
+use kuryr_api::k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource};
+use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource, SlimPod};
 use serde::de::DeserializeOwned;
 
 use crate::services::SERVICE_NAME_LABEL;
 
-/// `kubectl apply`'s copy of the whole object it applied: read by nobody here.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use kuryr_api::annotations::LAST_APPLIED;
 
 /// Any kind: drops `metadata.managedFields` and `kubectl apply`'s last-applied annotation.
 pub fn meta<K: Resource>(o: &mut K) {
@@ -37,58 +33,10 @@ pub fn meta<K: Resource>(o: &mut K) {
     }
 }
 
-/// A Pod as it is read here: its metadata (name, namespace, uid, labels, annotations, finalizers,
-/// deletionTimestamp, owners), `spec.nodeName`, `spec.hostNetwork`, `status.phase` and which of its
-/// containers runs (the Pod front end, `kuryr_core::pod`), and its containers' names and named ports (the
-/// policy compiler resolves named ports). Volumes, tolerations, images, probes, env and the rest of the
-/// status go.
-pub fn pod(p: &mut Pod) {
-    meta(p);
-    if let Some(spec) = p.spec.take() {
-        let containers = spec
-            .containers
-            .into_iter()
-            .filter(|c| c.ports.as_ref().is_some_and(|p| !p.is_empty()))
-            .map(|c| Container {
-                name: c.name,
-                ports: c.ports,
-                ..Container::default()
-            })
-            .collect();
-        p.spec = Some(PodSpec {
-            node_name: spec.node_name,
-            host_network: spec.host_network,
-            containers,
-            ..PodSpec::default()
-        });
-    }
-    if let Some(status) = p.status.take() {
-        p.status = Some(PodStatus {
-            phase: status.phase,
-            container_statuses: status.container_statuses.map(running_containers),
-            ..PodStatus::default()
-        });
-    }
+/// A Pod as it is read here ([`SlimPod`]: parsed from the API server's answers with only the fields the
+/// Pod front end and the policy compiler read), compacted: parsing leaves lists with slack.
+pub fn pod(p: &mut SlimPod) {
     compact(p);
-}
-
-/// Of the containers' statuses, one that runs if any does: all `kuryr_core::pod::draining_for` asks (a
-/// terminating pod keeps its port while a container runs). A status is ~1 KB even emptied, so the others,
-/// and image, ids, restart counts and messages, go.
-fn running_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
-    statuses
-        .into_iter()
-        .find(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
-        .map(|c| ContainerStatus {
-            name: c.name,
-            state: Some(ContainerState {
-                running: Some(ContainerStateRunning::default()),
-                ..ContainerState::default()
-            }),
-            ..ContainerStatus::default()
-        })
-        .into_iter()
-        .collect()
 }
 
 /// A Service as the Service front end reads it (`services::frontend`, `kuryr_core::lb::service_spec`): its
@@ -279,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_slim_pod_keeps_what_the_front_end_and_the_policy_compiler_read() {
-        let mut p: Pod = serde_json::from_value(serde_json::json!({
+        let mut p: SlimPod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-0", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7",
                 "labels": {"app": "web"},
@@ -308,26 +256,19 @@ mod tests {
                        ]}
         }))
         .unwrap();
-        // Half a minute into the default grace period of the deletion above.
-        let at = "2026-11-27T11:59:30Z".parse().unwrap();
-        let before = (
-            kuryr_core::pod::pod_actions(&p, None),
-            kuryr_core::pod::is_terminal(&p),
-            kuryr_core::pod::is_static(&p),
-            kuryr_core::pod::draining_for(&p, at),
-        );
         pod(&mut p);
+        // Half a minute into the default grace period of the deletion above: the front end's reads of
+        // the pod as the watch caches it.
+        let at = "2026-11-27T11:59:30Z".parse().unwrap();
+        let release = kuryr_core::pod::PodActions {
+            finalizer: kuryr_core::pod::FinalizerChange::Remove,
+            kuryrport: kuryr_core::pod::KuryrPortChange::None,
+        };
+        assert_eq!(kuryr_core::pod::pod_actions(&p, None), release);
+        assert!(!kuryr_core::pod::is_terminal(&p) && !kuryr_core::pod::is_static(&p));
         assert_eq!(
-            (
-                kuryr_core::pod::pod_actions(&p, None),
-                kuryr_core::pod::is_terminal(&p),
-                kuryr_core::pod::is_static(&p),
-                kuryr_core::pod::draining_for(&p, at),
-            ),
-            before
-        );
-        assert!(
-            before.3.is_some(),
+            kuryr_core::pod::draining_for(&p, at),
+            Some(std::time::Duration::from_secs(30)),
             "a terminating pod whose container runs keeps its port"
         );
         assert_eq!(kuryr_core::pod::node_name(&p), Some("node-1"));
@@ -346,15 +287,8 @@ mod tests {
         );
         assert_eq!(policy_pod.labels.get("app").map(String::as_str), Some("web"));
         let spec = p.spec.as_ref().unwrap();
-        assert_eq!(spec.containers.len(), 1, "a container without ports is not read");
-        assert!(spec.containers[0].image.is_none() && spec.containers[0].env.is_none());
-        assert!(spec.volumes.is_none() && spec.tolerations.is_none());
-        let status = p.status.as_ref().unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert!(status.conditions.is_none() && status.pod_ip.is_none());
-        let cs = status.container_statuses.as_ref().unwrap();
-        assert_eq!(cs.len(), 1, "the running one only");
-        assert!(cs[0].name == "app" && cs[0].image.is_empty());
+        assert_eq!(spec.containers.len(), 2);
+        assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
     }
 
     /// A Service using every field a reader here reads, and some nobody reads.

@@ -13,7 +13,7 @@ use std::alloc::System;
 
 use kuryr_api::k8s_openapi::api::core::v1::{Pod, Service};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{KuryrLoadBalancer, KuryrPort};
+use kuryr_api::{KuryrLoadBalancer, KuryrPort, SlimPod};
 use kuryr_controller::slim;
 use serde::de::DeserializeOwned;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -49,6 +49,9 @@ fn fixture(name: &str) -> String {
 
 fn whole<K>(_: &mut K) {}
 
+/// What a pod may cost in the Pod cache (issue 37): read as `SlimPod`, its fields only.
+const PER_POD_TARGET: usize = 6_000;
+
 /// What a Service may cost in the caches of the Service front end and the KuryrLoadBalancer controller
 /// (issue 37): its Service, EndpointSlice and KuryrLoadBalancer.
 const PER_SERVICE_TARGET: usize = 12_000;
@@ -73,12 +76,16 @@ fn slim_objects_cost_a_fraction_of_whole_ones() {
         let json = fixture(name);
         let full = cached::<Pod>(&json, whole);
         let meta = cached::<Pod>(&json, slim::meta);
-        let slim = cached::<Pod>(&json, slim::pod);
+        let slim = cached::<SlimPod>(&json, slim::pod);
         println!("{name}: whole {full} B, without managedFields {meta} B, slim {slim} B");
         assert!(meta < full, "{name}: managedFields cost nothing?");
         assert!(
             slim * 3 < full,
             "{name}: slim {slim} B is not under a third of {full} B"
+        );
+        assert!(
+            slim <= PER_POD_TARGET,
+            "{name}: {slim} B in the cache, over {PER_POD_TARGET} B"
         );
     }
 

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use kuryr_api::k8s_openapi::jiff::Timestamp;
-use kuryr_api::{annotations, finalizers, labels, KuryrPort, KuryrPortSpec, ObjectMeta, OwnerReference, Pod};
+use kuryr_api::{
+    annotations, finalizers, labels, KuryrPort, KuryrPortSpec, ObjectMeta, OwnerReference, SlimPod,
+};
 
 use crate::error::CoreError;
 use crate::vif::PodFacts;
@@ -29,7 +31,7 @@ pub enum PodDisposition {
 }
 
 /// The pod front end's decision for one pod.
-pub fn disposition(pod: &Pod) -> PodDisposition {
+pub fn disposition(pod: &SlimPod) -> PodDisposition {
     if is_host_network(pod) {
         return PodDisposition::HostNetwork;
     }
@@ -45,21 +47,21 @@ pub fn disposition(pod: &Pod) -> PodDisposition {
     }
 }
 
-pub fn is_host_network(pod: &Pod) -> bool {
+pub fn is_host_network(pod: &SlimPod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
 }
 
-pub fn node_name(pod: &Pod) -> Option<&str> {
+pub fn node_name(pod: &SlimPod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref().filter(|n| !n.is_empty())
 }
 
 /// Phase Succeeded or Failed: the containers are gone and will not come back (upstream released these).
-pub fn is_terminal(pod: &Pod) -> bool {
+pub fn is_terminal(pod: &SlimPod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-pub fn is_deleting(pod: &Pod) -> bool {
+pub fn is_deleting(pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
@@ -67,28 +69,17 @@ pub fn is_deleting(pod: &Pod) -> bool {
 /// time (the end of its grace period) is ahead. A terminating pod still serves (Kubernetes sends it
 /// traffic when a Service has no ready endpoint left) and its preStop hooks may talk; releasing its port
 /// at the delete put the port back in its pool while the pod still used it. `None`: release now.
-pub fn draining_for(pod: &Pod, now: Timestamp) -> Option<std::time::Duration> {
+pub fn draining_for(pod: &SlimPod, now: Timestamp) -> Option<std::time::Duration> {
     let deadline = pod.metadata.deletion_timestamp.as_ref()?.0;
-    if is_terminal(pod) || !runs_a_container(pod) {
+    if is_terminal(pod) || !pod.runs_a_container() {
         return None;
     }
     let left = now.duration_until(deadline);
     (left.is_positive()).then(|| std::time::Duration::try_from(left).unwrap_or_default())
 }
 
-/// The kubelet reports a container of the pod running.
-fn runs_a_container(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
-        })
-}
-
 /// A kubelet-manifest pod, seen through its mirror pod (upstream's `podStatic`).
-pub fn is_static(pod: &Pod) -> bool {
+pub fn is_static(pod: &SlimPod) -> bool {
     let Some(ann) = pod.metadata.annotations.as_ref() else {
         return false;
     };
@@ -98,7 +89,7 @@ pub fn is_static(pod: &Pod) -> bool {
             .is_some_and(|s| s != CONFIG_SOURCE_API)
 }
 
-fn has_pod_finalizer(pod: &Pod) -> bool {
+fn has_pod_finalizer(pod: &SlimPod) -> bool {
     pod.metadata
         .finalizers
         .as_ref()
@@ -142,7 +133,7 @@ impl PodActions {
 ///   (another UID, e.g. a StatefulSet pod recreated) is deleted first; the new one is created once it is gone.
 /// - Pods to release get their KuryrPort deleted (its own finalizer holds it until the ports are gone) and,
 ///   once it is gone, lose the pod finalizer.
-pub fn pod_actions(pod: &Pod, kuryrport: Option<&KuryrPort>) -> PodActions {
+pub fn pod_actions(pod: &SlimPod, kuryrport: Option<&KuryrPort>) -> PodActions {
     let has_finalizer = has_pod_finalizer(pod);
     let kp_deleting = kuryrport.is_some_and(|kp| kp.metadata.deletion_timestamp.is_some());
     let kp_current =
@@ -181,7 +172,7 @@ pub fn pod_actions(pod: &Pod, kuryrport: Option<&KuryrPort>) -> PodActions {
 /// The KuryrPort to create for a pod being wired: same namespace and name, owned by the pod, labelled with
 /// its node for the CNI daemon's watch, held by the KuryrPort finalizer until its ports are released.
 /// `None` for pods that are not to be wired or lack name, namespace or UID.
-pub fn desired_kuryrport(pod: &Pod) -> Option<KuryrPort> {
+pub fn desired_kuryrport(pod: &SlimPod) -> Option<KuryrPort> {
     let PodDisposition::Wire {
         node_name,
         static_pod,
@@ -224,7 +215,7 @@ pub fn desired_kuryrport(pod: &Pod) -> Option<KuryrPort> {
 
 /// The pod's facts for the VIF drivers; the project and SGs come from the controller's drivers.
 pub fn pod_facts(
-    pod: &Pod,
+    pod: &SlimPod,
     project_id: &str,
     security_groups: impl IntoIterator<Item = String>,
 ) -> Result<PodFacts, CoreError> {

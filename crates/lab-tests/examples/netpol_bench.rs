@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, Service};
+use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Service, SlimPod};
 use kuryr_cloudsim::{Profile, Sim};
 use kuryr_controller::policies::controller::{converge, SyncReport};
 use kuryr_controller::policies::inputs::{build, Objects};
@@ -35,7 +35,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<Arc<T>> {
 
 struct World {
     namespaces: Vec<Arc<Namespace>>,
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<SlimPod>>,
     kuryrports: Vec<Arc<KuryrPort>>,
     policies: Vec<Arc<NetworkPolicy>>,
     services: Vec<Arc<Service>>,

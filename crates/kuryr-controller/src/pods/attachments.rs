@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use kuryr_api::{annotations, AdditionalNetwork, Api, NetworkAttachmentDefinition, Pod};
+use kuryr_api::{annotations, AdditionalNetwork, Api, NetworkAttachmentDefinition, SlimPod};
 use kuryr_core::attachments::{parse, resolve, unreadable};
 
 use crate::context::Context;
@@ -16,7 +16,7 @@ use crate::toolkit::Topic;
 const ACTION: &str = "ReadNetworks";
 
 /// The extra interfaces of `pod` (in namespace `ns`); none unless `--additional-subnets` is set.
-pub async fn of_pod(ctx: &Context, pod: &Pod, ns: &str) -> Result<Vec<AdditionalNetwork>> {
+pub async fn of_pod(ctx: &Context, pod: &SlimPod, ns: &str) -> Result<Vec<AdditionalNetwork>> {
     if ctx.config.additional_subnets.is_empty() {
         return Ok(Vec::new());
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kuryr_api::{scoped, KuryrPort, Namespace, NetworkPolicy, Pod, ResourceExt, Service};
+use kuryr_api::{scoped, KuryrPort, Namespace, NetworkPolicy, ResourceExt, Service, SlimPod};
 use kuryr_core::policy::{
     compile, diff, CompileOptions, CompiledPolicy, DiffOptions, Narrowing, PolicyError,
 };
@@ -35,7 +35,7 @@ const RESYNC: Duration = Duration::from_secs(300);
 #[derive(Clone)]
 pub struct Caches {
     pub namespaces: Store<Namespace>,
-    pub pods: Store<Pod>,
+    pub pods: Store<SlimPod>,
     pub kuryrports: Store<KuryrPort>,
     pub policies: Store<NetworkPolicy>,
     pub services: Store<Service>,
@@ -88,7 +88,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let watches = futures::future::join_all(vec![
         feed!(ns_api, ns_wc, w_ns, slim::meta, "namespace watch"),
         feed!(
-            scoped::<Pod>(&client, c.namespace.as_deref()),
+            scoped::<SlimPod>(&client, c.namespace.as_deref()),
             wc.clone(),
             w_pods,
             slim::pod,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, ResourceExt, Service};
+use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, ResourceExt, Service, SlimPod};
 use kuryr_core::policy::{self, Cluster, PodKey, Policy, PolicyError, PolicyKey};
 
 /// Everything one sync compiles.
@@ -23,7 +23,7 @@ pub struct Inputs {
 /// The caches' contents, unfiltered.
 pub struct Objects<'a> {
     pub namespaces: &'a [Arc<Namespace>],
-    pub pods: &'a [Arc<Pod>],
+    pub pods: &'a [Arc<SlimPod>],
     pub kuryrports: &'a [Arc<KuryrPort>],
     pub policies: &'a [Arc<NetworkPolicy>],
     pub services: &'a [Arc<Service>],
@@ -121,14 +121,14 @@ mod tests {
             json!({"metadata": {"name": "a", "labels": {"team": "x"}}}),
         )];
         let pods = vec![
-            obj::<Pod>(
+            obj::<SlimPod>(
                 json!({"metadata": {"namespace": "a", "name": "wired", "labels": {"app": "web"}},
                 "spec": {"containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]}}),
             ),
-            obj::<Pod>(
+            obj::<SlimPod>(
                 json!({"metadata": {"namespace": "a", "name": "unwired"}, "spec": {"containers": []}}),
             ),
-            obj::<Pod>(
+            obj::<SlimPod>(
                 json!({"metadata": {"namespace": "other", "name": "wired"}, "spec": {"containers": []}}),
             ),
         ];
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_pod_whose_kuryrport_is_being_deleted_has_no_port_to_protect() {
         let namespaces = vec![obj::<Namespace>(json!({"metadata": {"name": "a"}}))];
-        let pods = vec![obj::<Pod>(
+        let pods = vec![obj::<SlimPod>(
             json!({"metadata": {"namespace": "a", "name": "leaving"}, "spec": {"containers": []}}),
         )];
         let kuryrports = vec![obj::<KuryrPort>(

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod};
+use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, SlimPod};
 use kuryr_cloudsim::Profile;
 use kuryr_controller::policies::controller::converge;
 use kuryr_controller::policies::inputs::{build, Objects};
@@ -30,7 +30,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
 /// One converge of `policies` over pod `web-0` on `port` (when it is still the pod's).
 async fn sync(cloud: &Cloud, port: Option<&Port>, policies: &[Arc<NetworkPolicy>]) -> usize {
     let namespaces = vec![obj::<Namespace>(json!({"metadata": {"name": NS}}))];
-    let pods = vec![obj::<Pod>(json!({
+    let pods = vec![obj::<SlimPod>(json!({
         "metadata": {"namespace": NS, "name": "web-0", "uid": "uid-web-0", "labels": {"app": "web"}},
         "spec": {"containers": [{"name": "c"}]}
     }))];

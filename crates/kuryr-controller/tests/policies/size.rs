@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Pod, Service};
+use kuryr_api::{KuryrPort, Namespace, NetworkPolicy, Service, SlimPod};
 use kuryr_cloudsim::Profile;
 use kuryr_controller::policies::controller::{converge, SyncReport};
 use kuryr_controller::policies::inputs::{build, Objects};
@@ -37,7 +37,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
 
 struct World {
     namespaces: Vec<Arc<Namespace>>,
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<SlimPod>>,
     kuryrports: Vec<Arc<KuryrPort>>,
     policies: Vec<Arc<NetworkPolicy>>,
     services: Vec<Arc<Service>>,

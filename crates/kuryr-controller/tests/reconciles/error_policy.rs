@@ -8,7 +8,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Error as FinalizerError;
 use kuryr_api::conditions::{find_condition, READY};
 use kuryr_api::k8s_openapi::api::core::v1::PodSpec;
-use kuryr_api::{KuryrPort, ObjectMeta, Pod};
+use kuryr_api::{KuryrPort, ObjectMeta, Pod, SlimPod};
 use kuryr_controller::toolkit::error_policy;
 use kuryr_controller::Error;
 use kuryr_core::CoreError;
@@ -110,7 +110,7 @@ async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortl
     let h = harness(&cloud, |_| {});
     let pod = bare_pod("web-0");
     let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-0"), &pod);
-    let pod: Pod = serde_json::from_value(stored).unwrap();
+    let pod: SlimPod = serde_json::from_value(stored).unwrap();
     // The server's finalizer list is not the one the cached pod shows: the patch's `test` op fails.
     h.api.fail(Method::PATCH, "/pods/web-0", 422, 1);
 
@@ -134,7 +134,7 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
     h.api.put(&apiserver::path("v1", NS, "pods", "web-1"), &pod);
     let reconcile = || async {
         // As the watch delivers it: the stored pod (its finalizer added by the first round).
-        let now: Pod =
+        let now: SlimPod =
             serde_json::from_value(h.api.get(&apiserver::path("v1", NS, "pods", "web-1")).unwrap()).unwrap();
         kuryr_controller::pods::frontend::reconcile(Arc::new(now), h.ctx.clone())
             .await
@@ -159,7 +159,7 @@ async fn a_pod_reconciled_from_a_cache_behind_its_finalizer_is_not_patched_again
     let h = harness(&cloud, |_| {});
     let pod = bare_pod("web-2");
     let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-2"), &pod);
-    let stale: Arc<Pod> = Arc::new(serde_json::from_value(stored).unwrap());
+    let stale: Arc<SlimPod> = Arc::new(serde_json::from_value(stored).unwrap());
 
     // The first round adds the finalizer; a KuryrPort event then wakes the pod's reconcile while the cache
     // still holds the pod as it was before that patch.

@@ -1,15 +1,17 @@
 use std::collections::BTreeMap;
 
-use kuryr_api::k8s_openapi::api::core::v1::{PodSpec, PodStatus};
 use kuryr_api::k8s_openapi::jiff::Timestamp;
+use kuryr_api::slim_pod::{
+    SlimContainerState, SlimContainerStatus, SlimPodSpec as PodSpec, SlimPodStatus as PodStatus,
+};
 use kuryr_api::Time;
 
 use super::*;
 
-struct PodBuilder(Pod);
+struct PodBuilder(SlimPod);
 
 fn mk_pod(name: &str) -> PodBuilder {
-    PodBuilder(Pod {
+    PodBuilder(SlimPod {
         metadata: ObjectMeta {
             name: Some(name.into()),
             namespace: Some("ns".into()),
@@ -20,7 +22,7 @@ fn mk_pod(name: &str) -> PodBuilder {
             node_name: Some("w1".into()),
             ..PodSpec::default()
         }),
-        ..Pod::default()
+        ..SlimPod::default()
     })
 }
 
@@ -56,7 +58,7 @@ impl PodBuilder {
             .insert(key.into(), value.into());
         self
     }
-    fn build(self) -> Pod {
+    fn build(self) -> SlimPod {
         self.0
     }
 }
@@ -203,27 +205,16 @@ fn pod_facts_carry_what_the_drivers_need() {
     );
 }
 
-fn running(mut pod: Pod, running: bool) -> Pod {
-    use kuryr_api::k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
-    };
-    let state = if running {
-        ContainerState {
-            running: Some(ContainerStateRunning::default()),
-            ..ContainerState::default()
-        }
-    } else {
-        ContainerState {
-            terminated: Some(ContainerStateTerminated::default()),
-            ..ContainerState::default()
-        }
+fn running(mut pod: SlimPod, running: bool) -> SlimPod {
+    use kuryr_api::k8s_openapi::api::core::v1::ContainerStateRunning;
+    let state = SlimContainerState {
+        running: running.then(ContainerStateRunning::default),
     };
     pod.status
         .get_or_insert_with(PodStatus::default)
-        .container_statuses = Some(vec![ContainerStatus {
+        .container_statuses = Some(vec![SlimContainerStatus {
         name: "c".into(),
         state: Some(state),
-        ..ContainerStatus::default()
     }]);
     pod
 }

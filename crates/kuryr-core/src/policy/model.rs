@@ -124,7 +124,7 @@ impl Pod {
 
     /// `ip` is the pod's Neutron port address (KuryrPort status), which is authoritative for SGs even
     /// before the kubelet reports `status.podIP`.
-    pub fn from_k8s(pod: &corev1::Pod, ip: IpAddr) -> Result<Self, PolicyError> {
+    pub fn from_k8s(pod: &kuryr_api::SlimPod, ip: IpAddr) -> Result<Self, PolicyError> {
         let mut ports = Vec::new();
         for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
             for p in c.ports.iter().flatten() {
