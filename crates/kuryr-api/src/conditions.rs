@@ -67,7 +67,7 @@ impl Condition {
             status,
             reason: reason.into(),
             message: message.into(),
-            last_transition_time: Time(Timestamp::now()),
+            last_transition_time: Time(whole_seconds(Timestamp::now())),
             observed_generation: None,
         }
     }
@@ -78,13 +78,20 @@ impl Condition {
     }
 
     pub fn with_transition_time(mut self, time: Timestamp) -> Self {
-        self.last_transition_time = Time(time);
+        self.last_transition_time = Time(whole_seconds(time));
         self
     }
 
     pub fn is_true(&self) -> bool {
         self.status == ConditionStatus::True
     }
+}
+
+/// `t` to the second, as the API server keeps a `metav1.Time` (RFC 3339, no fraction): a condition stamped
+/// with nanoseconds never equalled what the watch brought back, so a written status was never recognised in
+/// the cache (the KuryrPort book held every one for the life of its object).
+fn whole_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
 /// Sets `new` in `conditions`, replacing the entry of the same type. When the status did not change the old
@@ -131,6 +138,18 @@ mod tests {
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()
+    }
+
+    /// What this controller writes is what the watch brings back: the API server keeps whole seconds.
+    #[test]
+    fn a_condition_comes_back_from_the_api_server_as_written() {
+        let stamped = |c: Condition| {
+            let back: Condition = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+            assert_eq!(back, c);
+        };
+        stamped(Condition::new(READY, ConditionStatus::True, "Wired", ""));
+        let t = Timestamp::from_second(10).unwrap() + std::time::Duration::from_millis(750);
+        stamped(Condition::new(READY, ConditionStatus::False, "X", "y").with_transition_time(t));
     }
 
     fn ready(status: ConditionStatus, reason: &str, secs: i64) -> Condition {

@@ -216,6 +216,30 @@ mod tests {
         assert!(lock(&book.written).is_empty());
     }
 
+    /// The copy goes once the watch brings the status back, conditions and all (the API server keeps
+    /// their times to the second: stamped to the nanosecond, no status was ever recognised, and the book
+    /// held one per KuryrPort for its life).
+    #[test]
+    fn a_written_status_with_conditions_goes_once_the_watch_brings_it_back() {
+        use kuryr_api::conditions::{set_condition, Condition, ConditionStatus, READY};
+        let book = PortBook::default();
+        let mut kp: KuryrPort = serde_json::from_value(serde_json::json!({
+            "apiVersion": "openstack.org/v1", "kind": "KuryrPort",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "kp"},
+            "spec": {"podUid": "pod", "podNodeName": "node-1"}
+        }))
+        .unwrap();
+        let mut mine = mk_status(Some(true));
+        set_condition(
+            &mut mine.conditions,
+            Condition::new(READY, ConditionStatus::True, "Active", ""),
+        );
+        book.wrote_status(&Uid::of(&kp), &mine);
+        kp.status = Some(serde_json::from_value(serde_json::to_value(&mine).unwrap()).unwrap());
+        book.status_of(&kp);
+        assert!(lock(&book.written).is_empty());
+    }
+
     #[test]
     fn active_polls_of_a_pod_slow_down_until_it_is_wired() {
         let book = PortBook::default();
