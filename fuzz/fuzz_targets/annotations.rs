@@ -16,7 +16,7 @@ use kuryr_api::annotations;
 use kuryr_api::k8s_openapi::api::core::v1::{ClientIPConfig, PodSpec, ServiceSpec, SessionAffinityConfig};
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::loadbalancer::{KuryrLoadBalancerSpec, LbHealthMonitor};
-use kuryr_api::{ObjectMeta, Pod, Service, ServicePort};
+use kuryr_api::{ObjectMeta, Pod, Service, ServicePort, SlimPod};
 use kuryr_core::lb::model::DesiredHm;
 use kuryr_core::lb::service::parse_health_monitor;
 use kuryr_core::lb::{
@@ -356,7 +356,7 @@ fn check_pod(input: &Input, ann: &BTreeMap<String, String>) {
     };
     let want_static = ann.contains_key("kubernetes.io/config.mirror")
         || ann.get(annotations::CONFIG_SOURCE).is_some_and(|s| s != "api");
-    match disposition(&pod) {
+    match disposition(&SlimPod::from(pod)) {
         PodDisposition::Wire {
             node_name,
             static_pod,

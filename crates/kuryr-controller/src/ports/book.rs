@@ -195,15 +195,20 @@ mod tests {
         assert_eq!(freshest(mk_status(None), None), mk_status(None));
     }
 
-    #[test]
-    fn a_written_status_is_kept_until_the_object_shows_it() {
-        let book = PortBook::default();
-        let mut kp: KuryrPort = serde_json::from_value(serde_json::json!({
+    /// A KuryrPort without a status yet.
+    fn kuryrport() -> KuryrPort {
+        serde_json::from_value(serde_json::json!({
             "apiVersion": "openstack.org/v1", "kind": "KuryrPort",
             "metadata": {"name": "p", "namespace": "ns", "uid": "kp"},
             "spec": {"podUid": "pod", "podNodeName": "node-1"}
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_written_status_is_kept_until_the_object_shows_it() {
+        let book = PortBook::default();
+        let mut kp = kuryrport();
         let mine = mk_status(Some(false));
         book.wrote_status(&Uid::of(&kp), &mine);
         // The cache is behind: ours is the status, and its port counts as in use.
@@ -223,12 +228,7 @@ mod tests {
     fn a_written_status_with_conditions_goes_once_the_watch_brings_it_back() {
         use kuryr_api::conditions::{set_condition, Condition, ConditionStatus, READY};
         let book = PortBook::default();
-        let mut kp: KuryrPort = serde_json::from_value(serde_json::json!({
-            "apiVersion": "openstack.org/v1", "kind": "KuryrPort",
-            "metadata": {"name": "p", "namespace": "ns", "uid": "kp"},
-            "spec": {"podUid": "pod", "podNodeName": "node-1"}
-        }))
-        .unwrap();
+        let mut kp = kuryrport();
         let mut mine = mk_status(Some(true));
         set_condition(
             &mut mine.conditions,
