@@ -39,8 +39,9 @@ const PAGE: u32 = 500;
 struct UidPage {
     #[serde(default)]
     metadata: ListMeta,
+    /// `null` when the list is empty (the API server's Go nil slice).
     #[serde(default)]
-    items: Vec<UidItem>,
+    items: Option<Vec<UidItem>>,
 }
 
 #[derive(Deserialize)]
@@ -72,7 +73,7 @@ where
             Err(kube::Error::Api(e)) if crd && e.code == 404 => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        uids.extend(page.items.into_iter().filter_map(|i| i.metadata.uid));
+        uids.extend(page.items.into_iter().flatten().filter_map(|i| i.metadata.uid));
         match page.metadata.continue_.filter(|t| !t.is_empty()) {
             Some(t) => token = Some(t),
             None => return Ok(uids),
@@ -96,7 +97,8 @@ mod tests {
     }
 
     /// The uids of a kind come page by page (a page limit on every request, the continue token of
-    /// the previous answer on the next), and an uninstalled CRD counts as none.
+    /// the previous answer on the next), an empty list's `null` items are none, and an uninstalled CRD
+    /// counts as none.
     #[tokio::test]
     async fn uids_are_listed_page_by_page() {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -112,6 +114,13 @@ mod tests {
                 send.send_response(Response::builder().body(Body::from(body)).expect("response"));
             }
             let (_, send) = handle.next_request().await.expect("a list request");
+            let empty = json!({"kind": "PartialObjectMetadataList", "metadata": {}, "items": null});
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&empty).expect("json")))
+                    .expect("response"),
+            );
+            let (_, send) = handle.next_request().await.expect("a list request");
             let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                               "reason": "NotFound", "code": 404, "message": "not found"});
             let body = serde_json::to_vec(&gone).expect("json");
@@ -126,6 +135,10 @@ mod tests {
         let client = Client::new(service, "default");
         let uids = uids_of::<KuryrPort>(&client, true).await.expect("listed");
         assert_eq!(uids, ["a", "b", "c"]);
+        let empty = uids_of::<NetworkPolicy>(&client, false)
+            .await
+            .expect("an empty list's items are null");
+        assert!(empty.is_empty());
         let none = uids_of::<KuryrLoadBalancer>(&client, true)
             .await
             .expect("no CRD, no uids");
