@@ -1,5 +1,6 @@
 //! The KuryrPort reconcile: a port of its own, a pool miss and a pool hit, and what a crash left behind.
 
+use kube::runtime::controller::Action;
 use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_api::{labels, VifType};
 use kuryr_core::owner::OwnerKind;
@@ -15,9 +16,13 @@ async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_sta
     let mut h = harness(&cloud, |c| c.pools_enabled = false);
     let kp = h.add_kuryrport(&kuryrport("web-0"));
 
-    h.reconcile(&kp).await.unwrap();
-
+    // Wired, it waits for a change: no timer is left in the controller's scheduler (nor by the next
+    // reconcile, which the watch brings with the status just written).
+    let settled = Action::await_change();
+    assert_eq!(h.reconcile(&kp).await.unwrap(), settled);
     let kp = h.kuryrport_now(&kp);
+    assert_eq!(h.reconcile(&kp).await.unwrap(), settled);
+
     let st = kp.status.as_ref().expect("status written");
     let vif = vif(&kp);
     assert!(vif.active, "cloudsim's subport goes ACTIVE at once");
