@@ -104,32 +104,30 @@ mod tests {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
             let mut queries = Vec::new();
-            for answer in [
-                json!({"metadata": {"continue": "next"}, "items": [item("a"), item("b")]}),
-                json!({"metadata": {"continue": ""}, "items": [item("c")]}),
+            let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                              "reason": "NotFound", "code": 404, "message": "not found"});
+            for (status, answer) in [
+                (
+                    200,
+                    json!({"metadata": {"continue": "next"}, "items": [item("a"), item("b")]}),
+                ),
+                (200, json!({"metadata": {"continue": ""}, "items": [item("c")]})),
+                (
+                    200,
+                    json!({"kind": "PartialObjectMetadataList", "metadata": {}, "items": null}),
+                ),
+                (404, gone),
             ] {
                 let (req, send) = handle.next_request().await.expect("a list request");
                 queries.push(req.uri().query().unwrap_or_default().to_owned());
                 let body = serde_json::to_vec(&answer).expect("json");
-                send.send_response(Response::builder().body(Body::from(body)).expect("response"));
+                send.send_response(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(body))
+                        .expect("response"),
+                );
             }
-            let (_, send) = handle.next_request().await.expect("a list request");
-            let empty = json!({"kind": "PartialObjectMetadataList", "metadata": {}, "items": null});
-            send.send_response(
-                Response::builder()
-                    .body(Body::from(serde_json::to_vec(&empty).expect("json")))
-                    .expect("response"),
-            );
-            let (_, send) = handle.next_request().await.expect("a list request");
-            let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                              "reason": "NotFound", "code": 404, "message": "not found"});
-            let body = serde_json::to_vec(&gone).expect("json");
-            send.send_response(
-                Response::builder()
-                    .status(404)
-                    .body(Body::from(body))
-                    .expect("response"),
-            );
             queries
         });
         let client = Client::new(service, "default");
@@ -147,5 +145,6 @@ mod tests {
         assert!(queries.iter().all(|q| q.contains("limit=500")), "{queries:?}");
         assert!(!queries[0].contains("continue="), "{queries:?}");
         assert!(queries[1].contains("continue=next"), "{queries:?}");
+        assert!(!queries[2].contains("continue="), "{queries:?}");
     }
 }

@@ -112,10 +112,7 @@ impl kube::Resource for SlimPod {
 impl From<Pod> for SlimPod {
     fn from(p: Pod) -> Self {
         let mut metadata = p.metadata;
-        metadata.managed_fields = None;
-        if let Some(a) = metadata.annotations.as_mut() {
-            a.remove(LAST_APPLIED);
-        }
+        trim_meta(&mut metadata);
         Self {
             metadata,
             spec: p.spec.map(|s| SlimPodSpec {
@@ -167,12 +164,8 @@ struct LeanMeta {
 
 fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let m = LeanMeta::deserialize(d)?;
-    let annotations = m.annotations.map(|mut a| {
-        a.remove(LAST_APPLIED);
-        a
-    });
-    Ok(ObjectMeta {
-        annotations,
+    let mut meta = ObjectMeta {
+        annotations: m.annotations,
         creation_timestamp: m.creation_timestamp,
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
         deletion_timestamp: m.deletion_timestamp,
@@ -187,7 +180,18 @@ fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         uid: m.uid,
         managed_fields: None,
         self_link: None,
-    })
+    };
+    trim_meta(&mut meta);
+    Ok(meta)
+}
+
+/// What no cache here keeps of any object's metadata: `managedFields` (one JSON document per writer) and
+/// `kubectl apply`'s copy of the whole object.
+pub fn trim_meta(m: &mut ObjectMeta) {
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
 }
 
 #[cfg(test)]

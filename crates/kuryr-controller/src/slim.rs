@@ -22,15 +22,9 @@ use serde::de::DeserializeOwned;
 
 use crate::services::SERVICE_NAME_LABEL;
 
-use kuryr_api::annotations::LAST_APPLIED;
-
 /// Any kind: drops `metadata.managedFields` and `kubectl apply`'s last-applied annotation.
 pub fn meta<K: Resource>(o: &mut K) {
-    let m = o.meta_mut();
-    m.managed_fields = None;
-    if let Some(a) = m.annotations.as_mut() {
-        a.remove(LAST_APPLIED);
-    }
+    kuryr_api::slim_pod::trim_meta(o.meta_mut());
 }
 
 /// A Pod as it is read here ([`SlimPod`]: parsed from the API server's answers with only the fields the
@@ -196,6 +190,7 @@ pub fn node(n: &mut Node) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kuryr_api::annotations::LAST_APPLIED;
     use kuryr_api::k8s_openapi::api::core::v1::{ContainerImage, NodeAddress, NodeStatus};
     use kuryr_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use kuryr_api::ObjectMeta;
