@@ -21,6 +21,7 @@ use crate::gate::Gate;
 use crate::metrics::{CallObserver, Metrics};
 use crate::neutron::extensions::NeutronFeatures;
 use crate::octavia::features::OctaviaFeatures;
+use crate::page::{self, Page};
 use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, TransportKind};
 
 /// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiters (one
@@ -419,11 +420,16 @@ impl Cloud {
             let resp = self
                 .execute(Request::new(service, op, Method::GET, path).query(query.clone()))
                 .await?;
-            let body = resp.json(service, op)?;
-            let next = next_page_query(&body, key, &query);
-            let page: Vec<T> = take(body, key, service, op)?;
-            let empty = page.is_empty();
-            out.extend(page);
+            let page: Page<T> =
+                page::read(&resp.body, key).map_err(|source| Error::Decode { service, op, source })?;
+            drop(resp);
+            let next = page::next_query(page.links.as_ref(), &query);
+            let empty = page.items.is_empty();
+            if out.is_empty() {
+                out = page.items;
+            } else {
+                out.extend(page.items);
+            }
             match next {
                 Some(q) if !empty && q != query => query = q,
                 _ => return Ok(out),
@@ -480,30 +486,6 @@ impl Cloud {
 
 /// Upper bound on pages one list follows (1000 items each on Octavia).
 const MAX_PAGES: usize = 1000;
-
-/// The query of the `next` link in `<key>_links`, if any.
-fn next_page_query(body: &Value, key: &str, asked: &[(String, String)]) -> Option<Vec<(String, String)>> {
-    let links = body.get(format!("{key}_links"))?.as_array()?;
-    let href = links
-        .iter()
-        .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))?
-        .get("href")?
-        .as_str()?;
-    let url = Url::parse(href).ok()?;
-    // Octavia's link keeps `limit` and the marker but drops the filters (following it as written lists
-    // the whole project): the next page is the filters asked for plus the link's paging.
-    let paging = |k: &str| PAGING_KEYS.contains(&k);
-    let mut next: Vec<(String, String)> = asked.iter().filter(|(k, _)| !paging(k)).cloned().collect();
-    next.extend(
-        url.query_pairs()
-            .filter(|(k, _)| paging(k))
-            .map(|(k, v)| (k.into_owned(), v.into_owned())),
-    );
-    Some(next)
-}
-
-/// The query keys of paging (Neutron's and Octavia's), as opposed to filters.
-const PAGING_KEYS: [&str; 3] = ["limit", "marker", "page_reverse"];
 
 /// `{key: body}`.
 pub(crate) fn wrap<B: Serialize>(key: &str, body: &B, service: Service, op: &'static str) -> Result<Value> {
@@ -611,35 +593,6 @@ mod tests {
             u.as_str(),
             "http://h:9696/v2.0/ports?fixed_ips=ip_address%3D10.0.0.1&fixed_ips=subnet_id%3Ds"
         );
-    }
-
-    #[test]
-    fn next_page_comes_from_the_links() {
-        let body = json!({"loadbalancers": [], "loadbalancers_links": [
-            {"rel": "previous", "href": "http://h/v2/lbaas/loadbalancers?marker=a&page_reverse=True"},
-            {"rel": "next", "href": "http://h/v2/lbaas/loadbalancers?limit=2&marker=b"}]});
-        let asked = vec![("tags".to_owned(), "kuryr.cluster=c1".to_owned())];
-        assert_eq!(
-            next_page_query(&body, "loadbalancers", &asked),
-            Some(vec![
-                ("tags".into(), "kuryr.cluster=c1".into()),
-                ("limit".into(), "2".into()),
-                ("marker".into(), "b".into())
-            ])
-        );
-        // Page 3: the marker of page 2's link replaces page 1's.
-        let page2 = next_page_query(&body, "loadbalancers", &asked).unwrap_or_default();
-        let body = json!({"loadbalancers_links": [
-            {"rel": "next", "href": "http://h/v2/lbaas/loadbalancers?limit=2&marker=c"}]});
-        assert_eq!(
-            next_page_query(&body, "loadbalancers", &page2),
-            Some(vec![
-                ("tags".into(), "kuryr.cluster=c1".into()),
-                ("limit".into(), "2".into()),
-                ("marker".into(), "c".into())
-            ])
-        );
-        assert_eq!(next_page_query(&json!({"ports": []}), "ports", &asked), None);
     }
 
     #[test]

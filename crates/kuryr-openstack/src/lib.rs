@@ -32,6 +32,7 @@ pub mod neutron;
 pub mod octavia;
 pub mod owned;
 pub mod ownership;
+mod page;
 pub mod priority;
 pub mod ratelimit;
 pub mod retry;

@@ -90,6 +90,9 @@ fn entry(
     })
 }
 
+/// Ports asked for a page at a time when listing a cluster's objects.
+const PORTS_PAGE: usize = 1000;
+
 /// Every object tagged `kuryr.cluster=<cluster>` (and, when given, in `project`), in no particular order.
 pub async fn list(cloud: &Cloud, cluster: &str, project: Option<&str>) -> Result<Vec<TaggedObject>> {
     let tags = Owner::cluster_filter(cluster);
@@ -102,7 +105,8 @@ pub async fn list(cloud: &Cloud, cluster: &str, project: Option<&str>) -> Result
     };
     let now = Utc::now();
     let (p, sg, n, s, f) = futures::try_join!(
-        ports::list(cloud, filter()),
+        // Paged: a cluster's ports are thousands (a 10,000-pod cluster's answer is ~13 MB at once).
+        ports::list(cloud, filter().limit(PORTS_PAGE)),
         security_groups::list(cloud, filter()),
         networks::list(cloud, filter()),
         subnets::list(cloud, filter()),

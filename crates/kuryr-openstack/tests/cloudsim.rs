@@ -508,6 +508,35 @@ async fn lists_follow_next_links_across_pages() {
     assert_eq!(env.sim.calls_matching("neutron.networks.list").len(), 3);
 }
 
+/// The garbage collector's listing of a cluster's objects asks for its ports a page at a time (a large
+/// cluster's would be one answer of megabytes), and still finds every one.
+#[tokio::test]
+async fn a_clusters_ports_are_listed_a_page_at_a_time() {
+    let mut profile = Profile::zero();
+    // Over a page: more than Neutron's default port quota (500).
+    profile.neutron.quotas.insert("port".into(), -1);
+    let env = start(profile).await;
+    let cloud = env.cloud("sim").await;
+    let (net, sub) = net_and_subnet(&cloud, "10.7.0.0/21").await;
+    let tags = Owner::new("paged-gc", "pod", "u1").tags().unwrap();
+    let reqs: Vec<CreatePort> = (0..1001)
+        .map(|_| CreatePort {
+            tags: tags.clone(),
+            ..CreatePort::on_subnet(&net, &sub)
+        })
+        .collect();
+    ports::bulk_create(&cloud, &reqs).await.unwrap();
+    env.sim.clear_calls();
+
+    let owned = kuryr_openstack::owned::list(&cloud, "paged-gc", None)
+        .await
+        .unwrap();
+
+    assert_eq!(owned.len(), 1001);
+    let lists = env.sim.calls_matching("neutron.ports.list");
+    assert_eq!(lists.len(), 2, "two pages of at most 1,000");
+}
+
 #[tokio::test]
 async fn token_auth_type_and_call_observer() {
     use secrecy::ExposeSecret;

@@ -90,6 +90,11 @@ impl Filter {
         self
     }
 
+    /// At most `n` objects a page; the list follows the `next` links (Neutron's pagination).
+    pub fn limit(self, n: usize) -> Self {
+        self.eq("limit", n.to_string())
+    }
+
     /// Objects carrying all of these tags.
     pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
         self.tag_list("tags", tags)
