@@ -64,9 +64,13 @@ pub async fn converge(round: &mut Round<'_>, mut lb: LoadBalancer, tree: &Status
         ctx.schedule()
             .observed(&lb.id, ctx.config.drift_interval, Instant::now())
     };
-    let cached = listed
-        .and_then(|c| octavia::from_tree(&c, &lb, tree))
-        .or_else(|| read().and_then(|c| octavia::from_tree(&c, &lb, tree)));
+    let from_listing = listed.and_then(|c| octavia::from_tree(&c, &lb, tree));
+    if from_listing.is_some() {
+        // The observer's listings hold this tree from now on: the copy the create or last read left goes
+        // (kept, every load balancer's tree was held twice: ~5 KB a Service).
+        ctx.schedule().forget_observed(&lb.id);
+    }
+    let cached = from_listing.or_else(|| read().and_then(|c| octavia::from_tree(&c, &lb, tree)));
     let observed = match cached {
         Some(o) => o,
         None => {

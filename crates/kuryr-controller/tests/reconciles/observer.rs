@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
@@ -255,6 +255,24 @@ async fn idle_reads_per_minute(n: usize) -> usize {
     }
     let reads = cloud.sim.calls_matching("octavia.*").len();
     eprintln!("{n} Services idle: {reads} Octavia reads per minute ({ticks} ticks of {interval:?})");
+    // Each tree is held once, in the observer's listing: the copy the create left went with the first
+    // round that read the listing.
+    for i in 0..n {
+        let k = round(&mut lb, &format!("svc{i}")).await;
+        let id = k
+            .status
+            .and_then(|s| s.loadbalancer)
+            .map(|l| l.id)
+            .expect("created");
+        assert!(lb.ctx.observer.current(&id).is_some());
+        assert!(
+            lb.ctx
+                .schedule()
+                .observed(&id, Duration::MAX, Instant::now())
+                .is_none(),
+            "a second copy of {id}'s tree"
+        );
+    }
     reads
 }
 
