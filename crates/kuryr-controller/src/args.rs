@@ -123,6 +123,12 @@ pub struct Args {
     /// answers.
     #[arg(long, env = "KURYR_OPENSTACK_MAX_CONCURRENCY", default_value_t = kuryr_openstack::AimdConfig::default().max)]
     pub openstack_max_concurrency: usize,
+    /// Kubernetes API requests in flight at most. Each holds an HTTP/1 connection to the API server (with
+    /// its TLS state and buffers, ~100 KB); unbounded, the reconciles of a restart at 5,000 pods opened
+    /// ~200 of them. Further requests wait their turn in the client.
+    #[arg(long, env = "KURYR_KUBE_API_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub kube_api_concurrency: u16,
     /// The cloud's request body limit in bytes (oslo.middleware `max_request_body_size`; Octavia's default
     /// 114,688): bulk port and rule creates and Octavia member writes are shaped to fit it.
     #[arg(long, env = "KURYR_OPENSTACK_MAX_REQUEST_BODY", default_value_t = kuryr_openstack::fit::DEFAULT_MAX_REQUEST_BODY)]
@@ -441,7 +447,9 @@ impl Args {
         if let Some(w) = kuryr_api::kubeconfig::tls_warning(&config) {
             tracing::warn!("{w}");
         }
-        Ok(kube::Client::try_from(config)?)
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&kube_in_flight(self.kube_api_concurrency))
+            .build())
     }
 
     /// Parses the command line, logs, connects to Kubernetes and OpenStack, serves the admin port and runs
@@ -583,6 +591,12 @@ async fn shutdown_signal() {
     }
 }
 
+/// At most `n` Kubernetes API requests in flight; the others wait in the client (kube's `Buffer`) in turn.
+/// A watch holds its place only until its answer begins.
+fn kube_in_flight(n: u16) -> tower::limit::ConcurrencyLimitLayer {
+    tower::limit::ConcurrencyLimitLayer::new(n.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,6 +625,56 @@ mod tests {
         assert_eq!((c.vlan_range.first(), c.vlan_range.last()), (100, 199));
         assert!(c.pools_enabled);
         assert_eq!(c.pool_limits.max_free(), Some(20));
+    }
+
+    #[tokio::test]
+    async fn kube_requests_beyond_the_limit_wait_their_turn() {
+        use kuryr_api::k8s_openapi::api::core::v1::ConfigMap;
+        let base = ["kuryr-controller", "--cluster-id", "c1", "--pod-subnet", "sub"];
+        assert_eq!(Args::try_parse_from(base).unwrap().kube_api_concurrency, 64);
+        assert!(Args::try_parse_from(base.iter().chain(&["--kube-api-concurrency", "0"])).is_err());
+
+        let (svc, mut server) =
+            tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let client = kube::client::ClientBuilder::new(svc, "default")
+            .with_layer(&kube_in_flight(2))
+            .build();
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+        let gets: Vec<_> = (0..3)
+            .map(|i| {
+                let api = api.clone();
+                tokio::spawn(async move { api.get_opt(&format!("c{i}")).await })
+            })
+            .collect();
+        let first = server.next_request().await.expect("a request");
+        let second = server.next_request().await.expect("a request");
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            server.next_request().now_or_never().is_none(),
+            "a third request in flight"
+        );
+        let not_found = || {
+            http::Response::builder()
+                .status(404)
+                .body(kube::client::Body::from(
+                    br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
+                        .to_vec(),
+                ))
+                .unwrap()
+        };
+        first.1.send_response(not_found());
+        // One answered: the third goes out.
+        let third = server
+            .next_request()
+            .await
+            .expect("the third, once the first was answered");
+        third.1.send_response(not_found());
+        second.1.send_response(not_found());
+        for g in gets {
+            assert!(g.await.unwrap().unwrap().is_none());
+        }
     }
 
     #[test]
