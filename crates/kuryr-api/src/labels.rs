@@ -17,6 +17,9 @@ pub const POD_VIF: &str = "kuryr.openstack.org/pod-vif";
 /// nodes on one hypervisor, as the lab's).
 pub const NEUTRON_HOST: &str = "kuryr.openstack.org/neutron-host";
 
+/// On an EndpointSlice: the name of the Service it belongs to (Kubernetes' own label).
+pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
+
 /// Upstream Kuryr's node label of the same meaning (its multi pool driver), honoured so that nodes
 /// labelled for upstream keep their driver after a migration.
 pub const UPSTREAM_POD_VIF: &str = "pod_vif";

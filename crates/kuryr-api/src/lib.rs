@@ -28,6 +28,7 @@ mod schema;
 #[cfg(feature = "client")]
 mod scope;
 pub mod slim_pod;
+pub mod slim_slice;
 pub mod vif;
 
 pub use attachment::{NetworkAttachmentDefinition, NetworkAttachmentDefinitionSpec};
@@ -39,6 +40,7 @@ pub use port::{AdditionalNetwork, KuryrPort, KuryrPortSpec, KuryrPortStatus, Pod
 #[cfg(feature = "client")]
 pub use scope::scoped;
 pub use slim_pod::SlimPod;
+pub use slim_slice::SlimEndpointSlice;
 pub use vif::{Vif, VifIp, VifType};
 
 // === Re-exports ===

@@ -162,7 +162,7 @@ struct LeanMeta {
     uid: Option<String>,
 }
 
-fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+pub(crate) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let m = LeanMeta::deserialize(d)?;
     let mut meta = ObjectMeta {
         annotations: m.annotations,

@@ -4,7 +4,7 @@
 //! `managedFields` (one entry per writer, often the largest part of an object) and kubectl's last-applied
 //! copy are read by nobody; of a Pod, the Pod front end and the policy compiler read a few fields only
 //! (see [`pod`]), and likewise of a Service ([`service`], [`policy_service`]) and an EndpointSlice
-//! ([`endpoint_slice`]). Writes never send a cached Pod, Service or EndpointSlice back (finalizers are JSON
+//! ([`endpoint_slice`], read as `SlimEndpointSlice`). Writes never send a cached Pod, Service or EndpointSlice back (finalizers are JSON
 //! patches that test the list, a Service's status is a merge patch of its ingress alone), so nothing dropped
 //! here can be erased on the server. A KuryrLoadBalancer keeps all but [`meta`] ([`kuryrloadbalancer`]):
 //! every part of it is read. Those three kinds are also compacted (`compact`): parsing leaves slack.
@@ -16,11 +16,8 @@ use std::fmt::Debug;
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource, SlimPod};
+use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource, SlimEndpointSlice, SlimPod};
 use serde::de::DeserializeOwned;
-
-use crate::services::SERVICE_NAME_LABEL;
 
 /// Any kind: drops `metadata.managedFields` and `kubectl apply`'s last-applied annotation.
 pub fn meta<K: Resource>(o: &mut K) {
@@ -110,34 +107,18 @@ pub fn policy_service(s: &mut Service) {
     compact(s);
 }
 
-/// An EndpointSlice as the front end reads it (`services::service_of`, `kuryr_core::lb::endpoints`): name,
-/// namespace, uid, resourceVersion and the `kubernetes.io/service-name` label; the address type; per
-/// endpoint its addresses, conditions, hostname, nodeName and target (kind, name, namespace, uid,
-/// resourceVersion); per port its name, protocol and number. The other labels (copies of the Service's),
-/// annotations, owners, zones, hints and appProtocols go.
-pub fn endpoint_slice(s: &mut EndpointSlice) {
+/// An EndpointSlice as the front end reads it (`services::service_of`, `kuryr_core::lb::endpoints`), read
+/// as [`SlimEndpointSlice`] (the Service's name, the address type, the endpoints in the KuryrLoadBalancer's
+/// shape, the ports): of its metadata, name, namespace, uid and resourceVersion; compacted.
+pub fn endpoint_slice(s: &mut SlimEndpointSlice) {
     let m = std::mem::take(&mut s.metadata);
-    let labels = m.labels.and_then(|mut l| l.remove_entry(SERVICE_NAME_LABEL));
     s.metadata = ObjectMeta {
         name: m.name,
         namespace: m.namespace,
         uid: m.uid,
         resource_version: m.resource_version,
-        labels: labels.map(|(k, v)| [(k, v)].into()),
         ..ObjectMeta::default()
     };
-    for e in &mut s.endpoints {
-        e.zone = None;
-        e.hints = None;
-        e.deprecated_topology = None;
-        if let Some(t) = e.target_ref.as_mut() {
-            t.api_version = None;
-            t.field_path = None;
-        }
-    }
-    for p in s.ports.iter_mut().flatten() {
-        p.app_protocol = None;
-    }
     compact(s);
 }
 
@@ -376,11 +357,11 @@ mod tests {
 
     #[test]
     fn a_slim_endpoint_slice_gives_the_same_backends_and_service() {
-        let mut s: EndpointSlice = serde_json::from_value(serde_json::json!({
+        let mut s: SlimEndpointSlice = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-abcde", "namespace": "ns", "uid": "uid-e", "resourceVersion": "11",
                 "generateName": "web-",
-                "labels": {SERVICE_NAME_LABEL: "web", "app": "web",
+                "labels": {kuryr_api::labels::SERVICE_NAME: "web", "app": "web",
                            "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
                 "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-27T12:00:00Z"},
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "uid-s"}],
@@ -404,6 +385,7 @@ mod tests {
             kuryr_core::lb::endpoints::from_slices([&s], true),
             crate::services::service_of(&s),
         );
+        assert!(before.2.is_some());
         endpoint_slice(&mut s);
         assert_eq!(
             (
@@ -418,15 +400,8 @@ mod tests {
             (m.uid.as_deref(), m.resource_version.as_deref()),
             (Some("uid-e"), Some("11"))
         );
-        assert_eq!(m.labels.as_ref().map(|l| l.len()), Some(1));
-        assert!(m.annotations.is_none() && m.owner_references.is_none() && m.managed_fields.is_none());
-        let e = &s.endpoints[0];
-        assert!(e.zone.is_none() && e.hints.is_none());
-        assert!(e
-            .target_ref
-            .as_ref()
-            .is_some_and(|t| t.api_version.is_none() && t.field_path.is_none()));
-        assert!(s.ports.iter().flatten().all(|p| p.app_protocol.is_none()));
+        assert!(m.labels.is_none() && m.annotations.is_none() && m.owner_references.is_none());
+        assert!(m.generate_name.is_none() && m.managed_fields.is_none());
     }
 
     #[test]
@@ -459,7 +434,7 @@ mod tests {
 
     #[test]
     fn compacted_lists_hold_no_slack() {
-        let mut s = EndpointSlice::default();
+        let mut s = SlimEndpointSlice::default();
         s.endpoints.reserve(16);
         s.endpoints.push(Default::default());
         endpoint_slice(&mut s);

@@ -13,7 +13,7 @@ use std::alloc::System;
 
 use kuryr_api::k8s_openapi::api::core::v1::{Pod, Service};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{KuryrLoadBalancer, KuryrPort, SlimPod};
+use kuryr_api::{KuryrLoadBalancer, KuryrPort, SlimEndpointSlice, SlimPod};
 use kuryr_controller::slim;
 use serde::de::DeserializeOwned;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -118,7 +118,13 @@ fn services() {
     let (svc_meta, svc_slim) = kind::<Service>("service.json", &svc, slim::service);
     let policy = cached::<Service>(&svc, slim::policy_service);
     println!("service.json: the policy loop's copy {policy} B");
-    let (slice_meta, slice_slim) = kind::<EndpointSlice>("endpointslice.json", &slice, slim::endpoint_slice);
+    // Read as the cache's own type (kuryr_api::SlimEndpointSlice), as the Pod is.
+    let slice_full = cached::<EndpointSlice>(&slice, whole);
+    let slice_meta = cached::<EndpointSlice>(&slice, slim::meta);
+    let slice_slim = cached::<SlimEndpointSlice>(&slice, slim::endpoint_slice);
+    println!(
+        "endpointslice.json: whole {slice_full} B, without managedFields {slice_meta} B, slim {slice_slim} B"
+    );
     // Read whole but its managedFields (see crate::slim): slim only compacts it.
     let (klb_meta, klb_slim) =
         kind::<KuryrLoadBalancer>("kuryrloadbalancer.json", &klb, slim::kuryrloadbalancer);
@@ -149,7 +155,7 @@ fn fixture_is_what_the_front_end_writes(svc: &str, slice: &str, klb: &str) {
         provider: Some("ovn".into()),
         ..Default::default()
     };
-    let slices = kuryr_core::lb::endpoints::from_slices([&slice], false);
+    let slices = kuryr_core::lb::endpoints::from_slices([&SlimEndpointSlice::from(slice)], false);
     let (spec, problems) = kuryr_core::lb::service_spec(&svc, slices, &defaults).expect("served");
     assert_eq!(spec, klb.spec);
     assert!(problems.is_empty(), "{problems:?}");

@@ -9,8 +9,7 @@ use std::time::Instant;
 
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{KuryrLoadBalancer, Namespace};
+use kuryr_api::{KuryrLoadBalancer, Namespace, SlimEndpointSlice};
 use kuryr_core::lb::{IndexConfig, ProviderFeature, Schedule, ScheduleConfig};
 use kuryr_openstack::Cloud;
 
@@ -33,7 +32,7 @@ pub struct LbContext {
     /// Retry backoff and problems told, per object uid.
     pub ledger: Ledger,
     /// Every EndpointSlice in scope, fed by a watch.
-    pub slices: Store<EndpointSlice>,
+    pub slices: Store<SlimEndpointSlice>,
     pub klbs: Store<KuryrLoadBalancer>,
     /// The Namespaces' metadata, fed by a watch: whether one is being deleted.
     namespaces: Store<PartialObjectMeta<Namespace>>,
@@ -72,7 +71,7 @@ impl LbContext {
         project_id: Option<String>,
         config: ServicesConfig,
         metrics: Metrics,
-        slices: Store<EndpointSlice>,
+        slices: Store<SlimEndpointSlice>,
         klbs: Store<KuryrLoadBalancer>,
     ) -> Self {
         let schedule = Schedule::new(ScheduleConfig {

@@ -20,8 +20,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
-use kuryr_api::{Api, KuryrLoadBalancer, Namespace, Service};
+use kuryr_api::{Api, KuryrLoadBalancer, Namespace, Service, SlimEndpointSlice};
 use kuryr_openstack::Cloud;
 use tracing::{info, info_span, Instrument};
 
@@ -36,7 +35,7 @@ use crate::shutdown::run_controller;
 use crate::slim;
 
 /// Label EndpointSlices carry naming their Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use kuryr_api::labels::SERVICE_NAME as SERVICE_NAME_LABEL;
 
 /// Service front-end reconciles in flight at most.
 const SERVICE_CONCURRENCY: u16 = 128;
@@ -45,9 +44,9 @@ const SERVICE_CONCURRENCY: u16 = 128;
 const KLB_CONCURRENCY: u16 = 128;
 
 /// The Service an EndpointSlice belongs to, by its `kubernetes.io/service-name` label.
-pub fn service_of(slice: &EndpointSlice) -> Option<ObjectRef<Service>> {
+pub fn service_of(slice: &SlimEndpointSlice) -> Option<ObjectRef<Service>> {
     let ns = slice.metadata.namespace.as_deref()?;
-    let svc = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+    let svc = slice.service_name.as_deref()?;
     Some(ObjectRef::new(svc).within(ns))
 }
 
@@ -165,13 +164,13 @@ async fn serve(
 
     // Backends come from EndpointSlices v1 (every supported Kubernetes serves them; Endpoints v1 is
     // deprecated since 1.33), however many slices a Service is split into.
-    let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
-    let stream = watcher(scope.api::<EndpointSlice>(&client), scope.slices())
+    let (slice_store, slice_writer) = reflector::store::<SlimEndpointSlice>();
+    let stream = watcher(scope.api::<SlimEndpointSlice>(&client), scope.slices())
         .default_backoff()
         .modify(slim::endpoint_slice)
         .reflect(slice_writer)
         .touched_objects();
-    svc_controller = svc_controller.watches_stream(stream, |s: EndpointSlice| service_of(&s));
+    svc_controller = svc_controller.watches_stream(stream, |s: SlimEndpointSlice| service_of(&s));
     // Namespaces' metadata only: whether one is being deleted (LbContext::namespace_terminating).
     let (ns_store, ns_writer) = reflector::store();
     let ns_watch = watcher(

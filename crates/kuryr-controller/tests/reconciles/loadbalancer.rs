@@ -17,7 +17,8 @@ use kuryr_api::k8s_openapi::api::core::v1::{
 };
 use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service};
+use kuryr_api::slim_slice::SlimEndpointPort;
+use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service, SlimEndpointSlice};
 use kuryr_controller::loadbalancers;
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::scope::Selection;
@@ -37,7 +38,7 @@ const CLUSTER_IP: &str = "10.96.0.10";
 pub(crate) struct Lb {
     pub(crate) ctx: Arc<LbContext>,
     pub(crate) api: ApiServer,
-    pub(crate) slices: Writer<EndpointSlice>,
+    pub(crate) slices: Writer<SlimEndpointSlice>,
     pub(crate) klbs: Writer<KuryrLoadBalancer>,
     pub(crate) namespaces: Writer<PartialObjectMeta<kuryr_api::Namespace>>,
 }
@@ -186,12 +187,12 @@ pub(crate) fn named_service(name: &str, type_: &str, ip: &str) -> Service {
     }
 }
 
-fn slice(ips: &[&str]) -> EndpointSlice {
+fn slice(ips: &[&str]) -> SlimEndpointSlice {
     named_slice("web", ips)
 }
 
 /// The EndpointSlice of Service `name`: ready pods at `ips`, port 8080.
-pub(crate) fn named_slice(name: &str, ips: &[&str]) -> EndpointSlice {
+pub(crate) fn named_slice(name: &str, ips: &[&str]) -> SlimEndpointSlice {
     EndpointSlice {
         metadata: ObjectMeta {
             name: Some(format!("{name}-abcde")),
@@ -224,6 +225,7 @@ pub(crate) fn named_slice(name: &str, ips: &[&str]) -> EndpointSlice {
             ..EndpointPort::default()
         }]),
     }
+    .into()
 }
 
 impl Lb {
@@ -791,11 +793,10 @@ async fn client_ip_affinity_gives_the_udp_pool_the_service_timeout_and_the_tcp_p
     client_ip(spec, 600);
     lb.api.put(&Lb::svc_path(), &svc);
     let mut eps = slice(&["10.10.0.50", "10.10.0.51"]);
-    eps.ports.as_mut().unwrap().push(EndpointPort {
+    eps.ports.push(SlimEndpointPort {
         name: Some("dns".into()),
         port: Some(5353),
         protocol: Some("UDP".into()),
-        ..EndpointPort::default()
     });
     lb.slices.apply_watcher_event(&watcher::Event::Apply(eps));
     frontend::reconcile(Arc::new(svc), lb.ctx.clone()).await.unwrap();

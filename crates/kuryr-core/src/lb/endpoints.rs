@@ -5,11 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::loadbalancer::{
-    LbEndpoint, LbEndpointConditions, LbEndpointPort, LbEndpointSlice, LbPort, LbProtocol, LbTargetRef,
+    LbEndpoint, LbEndpointConditions, LbEndpointPort, LbEndpointSlice, LbPort, LbProtocol,
 };
+use kuryr_api::SlimEndpointSlice;
 
 use super::model::MemberKey;
 use super::names;
@@ -23,22 +22,13 @@ pub fn protocol(p: Option<&str>) -> Option<LbProtocol> {
     }
 }
 
-fn target_ref(r: &ObjectReference) -> LbTargetRef {
-    LbTargetRef {
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-        namespace: r.namespace.clone(),
-        resource_version: r.resource_version.clone(),
-        uid: r.uid.clone(),
-    }
-}
-
 /// EndpointSlices v1 of one Service. FQDN slices carry no IPs and are left out.
 pub fn from_slices<'a>(
-    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    slices: impl IntoIterator<Item = &'a SlimEndpointSlice>,
     publish_not_ready: bool,
 ) -> Vec<LbEndpointSlice> {
-    let mut slices: Vec<&EndpointSlice> = slices.into_iter().filter(|s| s.address_type != "FQDN").collect();
+    let mut slices: Vec<&SlimEndpointSlice> =
+        slices.into_iter().filter(|s| s.address_type != "FQDN").collect();
     // Stable order, so an unchanged set of slices gives an unchanged spec.
     slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     slices
@@ -59,7 +49,7 @@ pub fn from_slices<'a>(
                             terminating: c.and_then(|c| c.terminating),
                         }),
                         hostname: e.hostname.clone(),
-                        target_ref: e.target_ref.as_ref().map(target_ref),
+                        target_ref: e.target_ref.clone(),
                         topology: None,
                         node_name: e.node_name.clone(),
                     }
@@ -68,7 +58,6 @@ pub fn from_slices<'a>(
             ports: s
                 .ports
                 .iter()
-                .flatten()
                 .map(|p| LbEndpointPort {
                     name: p.name.clone().filter(|n| !n.is_empty()),
                     port: p.port,

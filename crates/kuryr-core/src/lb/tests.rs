@@ -58,6 +58,11 @@ fn endpoint(ip: &str, pod: &str, ready: bool) -> Endpoint {
     }
 }
 
+/// EndpointSlices as the front end's cache holds them.
+fn slim(slices: &[EndpointSlice]) -> Vec<kuryr_api::SlimEndpointSlice> {
+    slices.iter().cloned().map(Into::into).collect()
+}
+
 /// One EndpointSlice of a Service: `ready` pods p0.., `not_ready` pods nr0.., the given ports.
 fn endpoints(ready: &[&str], not_ready: &[&str], ports: &[(&str, i32, &str)]) -> Vec<EndpointSlice> {
     let mut eps: Vec<Endpoint> = ready
@@ -129,7 +134,7 @@ fn two_port_spec() -> kuryr_api::KuryrLoadBalancerSpec {
         &["10.0.0.9"],
         &[("http", 8080, "TCP"), ("dns", 5353, "UDP")],
     );
-    service_spec(&s, endpoints::from_slices(&ep, false), &defaults())
+    service_spec(&s, endpoints::from_slices(&slim(&ep), false), &defaults())
         .unwrap()
         .0
 }
@@ -207,7 +212,7 @@ fn a_two_port_service_becomes_two_listeners_with_ready_members_at_the_target_por
 #[test]
 fn publish_not_ready_addresses_counts_every_address() {
     let ep = endpoints(&["10.0.0.1"], &["10.0.0.9"], &[("", 8080, "TCP")]);
-    let slices = endpoints::from_slices(&ep, true);
+    let slices = endpoints::from_slices(&slim(&ep), true);
     let s = svc("ns", "web", &[("", 80, "TCP", 8080)]);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
     let (lb, _) = desired_lb(
@@ -248,7 +253,7 @@ fn endpoint_slices_v1_keep_readiness_and_skip_fqdn() {
         slice("a", None, "10.0.0.1", "IPv4"),
         slice("c", Some(true), "db.example", "FQDN"),
     ];
-    let out = endpoints::from_slices(slices.iter(), false);
+    let out = endpoints::from_slices(&slim(&slices), false);
     assert_eq!(out.len(), 2);
     assert_eq!(pool_members(out.clone()), vec![("10.0.0.1".to_owned(), 8080)]);
     let s = svc("ns", "web", &[("http", 80, "TCP", 8080)]);
@@ -693,7 +698,7 @@ fn a_service_split_over_several_slices_gets_every_ready_endpoint_as_a_member() {
         slice.metadata.name = Some(format!("web-{n}"));
         slices.push(slice);
     }
-    let out = endpoints::from_slices(slices.iter(), false);
+    let out = endpoints::from_slices(&slim(&slices), false);
     assert_eq!(out.len(), 3);
     let members = pool_members(out);
     assert_eq!(members.len(), 250);
@@ -713,14 +718,14 @@ fn terminating_endpoints_that_still_serve_are_members_only_while_no_endpoint_is_
     let mut slices = endpoints(&["10.0.0.1"], &[], &[("http", 8080, "TCP")]);
     slices[0].endpoints.push(terminating("10.0.0.7", true));
     assert_eq!(
-        pool_members(endpoints::from_slices(slices.iter(), false)),
+        pool_members(endpoints::from_slices(&slim(&slices), false)),
         vec![("10.0.0.1".to_owned(), 8080)]
     );
     // The last ready pod is going away: the one still serving drains, the one no longer serving does not.
     slices[0].endpoints.remove(0);
     slices[0].endpoints.push(terminating("10.0.0.8", false));
     assert_eq!(
-        pool_members(endpoints::from_slices(slices.iter(), false)),
+        pool_members(endpoints::from_slices(&slim(&slices), false)),
         vec![("10.0.0.7".to_owned(), 8080)]
     );
 }
@@ -736,7 +741,7 @@ fn an_endpoints_change_is_one_member_replace_per_pool_touched() {
     let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
     let ep = endpoints(&refs, &[], &[("http", 8080, "TCP"), ("dns", 5353, "UDP")]);
     let mut spec20 = spec.clone();
-    spec20.endpoint_slices = endpoints::from_slices(&ep, false);
+    spec20.endpoint_slices = endpoints::from_slices(&slim(&ep), false);
     let (lb20, _) = desired_lb("ns", "web", &spec20, &c, &MemberSubnets::default());
     let ops = plan(&lb20, Some(&obs), &Unlimited);
     assert_eq!(ops.len(), 2, "{ops:?}");
@@ -901,7 +906,7 @@ fn default_kubernetes_gets_the_api_servers_as_members() {
     for e in &mut ep[0].endpoints {
         e.target_ref = None;
     }
-    let (spec, problems) = service_spec(&s, endpoints::from_slices(&ep, false), &defaults()).unwrap();
+    let (spec, problems) = service_spec(&s, endpoints::from_slices(&slim(&ep), false), &defaults()).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let (lb, problems) = desired_lb(
         "default",
@@ -930,7 +935,7 @@ fn sized_lb(n: usize) -> DesiredLb {
         .collect();
     let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
     let s = svc("ns", "big", &[("http", 80, "TCP", 8080)]);
-    let slices = endpoints::from_slices(&endpoints(&refs, &[], &[("http", 8080, "TCP")]), false);
+    let slices = endpoints::from_slices(&slim(&endpoints(&refs, &[], &[("http", 8080, "TCP")])), false);
     let spec = service_spec(&s, slices, &defaults()).unwrap().0;
     desired_lb(
         "ns",
