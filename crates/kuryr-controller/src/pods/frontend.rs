@@ -1,6 +1,7 @@
 //! The Pod front end: one reconcile per Pod, on a reflector cache (the KuryrPort comes from the KuryrPort
-//! controller's cache, not from a GET). `kuryr_core::pod::pod_actions` decides; this carries it out, the
-//! finalizer first, so a pod never disappears while it holds a port.
+//! controller's cache, not from a GET). `kuryr_core::pod::pod_actions` decides; this carries it out. A pod
+//! being deleted keeps its finalizer until its KuryrPort is gone, so it never disappears while it holds a
+//! port.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,34 +66,37 @@ pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
         tell_refused(&pod, &ctx).await;
     }
 
-    if actions.finalizer == FinalizerChange::Add {
-        if ctx.book.finalizer_just_added(&uid, CACHE_LAG) {
-            debug!("finalizer added, not in the cached pod yet");
-        } else if finalizer::add(&pods, &pod, finalizers::POD).await? {
-            ctx.book.finalizer_added(&uid, CACHE_LAG);
-        } else {
-            debug!("finalizer list changed under the cached pod; looking again");
-            return Ok(Action::requeue(STALE_CACHE));
-        }
-    }
-    match actions.kuryrport {
+    // A new pod's finalizer and KuryrPort are written side by side: the KuryrPort is owned by the pod, so
+    // should the pod go before its finalizer lands, Kubernetes' garbage collector deletes the KuryrPort and
+    // its own finalizer releases the port. In turn, a pod's wait for its port is one apiserver write shorter.
+    let finalizer_wanted = actions.finalizer == FinalizerChange::Add;
+    let (finalized, created) = match actions.kuryrport {
         KuryrPortChange::Create => {
-            ctx.book.first_seen(&uid);
-            if ctx.book.kuryrport_just_created(&uid, CACHE_LAG) {
-                debug!("KuryrPort created, not in the cache yet");
-                return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
-            }
-            create_kuryrport(&kps, &pod, &ctx).await?;
-            ctx.book.kuryrport_created(&uid);
+            let (f, c) = tokio::join!(
+                add_finalizer(finalizer_wanted, &pods, &pod, &ctx, &uid),
+                create_once(&kps, &pod, &ctx, &uid)
+            );
+            (f?, c?)
         }
-        KuryrPortChange::Delete => {
-            if let Some(kp) = &kp {
-                delete_kuryrport(&kps, kp).await?;
-            }
-            ctx.ledger.succeeded(&uid);
-            return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+        _ => (
+            add_finalizer(finalizer_wanted, &pods, &pod, &ctx, &uid).await?,
+            true,
+        ),
+    };
+    if !finalized {
+        debug!("finalizer list changed under the cached pod; looking again");
+        return Ok(Action::requeue(STALE_CACHE));
+    }
+    if !created {
+        debug!("KuryrPort created, not in the cache yet");
+        return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
+    }
+    if actions.kuryrport == KuryrPortChange::Delete {
+        if let Some(kp) = &kp {
+            delete_kuryrport(&kps, kp).await?;
         }
-        KuryrPortChange::None => {}
+        ctx.ledger.succeeded(&uid);
+        return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
     if actions.finalizer == FinalizerChange::Remove {
         // Deletion path only: make sure with the server that the KuryrPort is really gone (the cache may
@@ -118,6 +122,40 @@ pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
     Ok(Action::await_change())
+}
+
+/// Adds the pod finalizer when `wanted`, unless this controller just did (its cache may lag); false when
+/// the cached finalizer list was behind the server's (the patch tests it).
+async fn add_finalizer(
+    wanted: bool,
+    pods: &Api<SlimPod>,
+    pod: &SlimPod,
+    ctx: &Context,
+    uid: &Uid,
+) -> Result<bool> {
+    if !wanted {
+        return Ok(true);
+    }
+    if ctx.book.finalizer_just_added(uid, CACHE_LAG) {
+        debug!("finalizer added, not in the cached pod yet");
+        return Ok(true);
+    }
+    let added = finalizer::add(pods, pod, finalizers::POD).await?;
+    if added {
+        ctx.book.finalizer_added(uid, CACHE_LAG);
+    }
+    Ok(added)
+}
+
+/// Creates the pod's KuryrPort unless this controller just did (its cache may lag: then false).
+async fn create_once(kps: &Api<KuryrPort>, pod: &SlimPod, ctx: &Context, uid: &Uid) -> Result<bool> {
+    ctx.book.first_seen(uid);
+    if ctx.book.kuryrport_just_created(uid, CACHE_LAG) {
+        return Ok(false);
+    }
+    create_kuryrport(kps, pod, ctx).await?;
+    ctx.book.kuryrport_created(uid);
+    Ok(true)
 }
 
 /// Annotations that would choose cloud resources (upstream's project and extra-network annotations) are not

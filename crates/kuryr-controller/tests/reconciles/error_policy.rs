@@ -105,12 +105,14 @@ async fn a_failed_reconcile_is_a_warning_event_and_ready_false_with_its_reason()
 }
 
 #[tokio::test]
-async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortly_not_failed() {
+async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortly_and_the_kuryrport_made_beside_it(
+) {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
     let pod = bare_pod("web-0");
     let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-0"), &pod);
     let pod: SlimPod = serde_json::from_value(stored).unwrap();
+    let uid = pod.metadata.uid.clone().unwrap();
     // The server's finalizer list is not the one the cached pod shows: the patch's `test` op fails.
     h.api.fail(Method::PATCH, "/pods/web-0", 422, 1);
 
@@ -119,11 +121,15 @@ async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortl
         .unwrap();
 
     assert_eq!(action, Action::requeue(Duration::from_millis(200)));
-    assert!(
-        h.api.requests(Method::POST, "/kuryrports").is_empty(),
-        "no KuryrPort before the finalizer"
-    );
     assert!(h.api.event_reasons().is_empty());
+    // The KuryrPort does not wait for the finalizer: it is written beside it, owned by the pod, so that
+    // Kubernetes' garbage collector deletes it should the pod go before its finalizer lands.
+    let posts = h.api.requests(Method::POST, "/kuryrports");
+    assert_eq!(posts.len(), 1, "the KuryrPort is written beside the finalizer");
+    let owners = &posts[0].body["metadata"]["ownerReferences"];
+    assert_eq!(owners[0]["kind"], "Pod");
+    assert_eq!(owners[0]["uid"], uid.as_str());
+    assert_eq!(owners[0]["controller"], true);
 }
 
 #[tokio::test]
