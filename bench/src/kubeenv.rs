@@ -252,16 +252,18 @@ pub async fn create_pod(pods: &Api<Pod>, name: &str, vm: &Vm, host_ip: bool) -> 
     Ok(())
 }
 
-/// When each KuryrPort of the namespace was first seen wired, and when it was deleted.
+/// When each KuryrPort of the namespace was first seen, first seen wired, and deleted.
 #[derive(Default)]
 pub struct WireLog {
+    /// First seen at all: the controller's front end made it (a pod's wait until then is the front end's).
+    pub seen: HashMap<String, Instant>,
     pub wired: HashMap<String, Instant>,
     pub gone: HashMap<String, Instant>,
 }
 
 pub type SharedWireLog = Arc<Mutex<WireLog>>;
 
-/// Watches the namespace's KuryrPorts in the background, recording wired and deleted times.
+/// Watches the namespace's KuryrPorts in the background, recording seen, wired and deleted times.
 pub fn watch_wiring(client: &Client, ns: &str) -> (SharedWireLog, tokio::task::JoinHandle<()>) {
     let log: SharedWireLog = Arc::default();
     let api = kuryrport_api(client, ns);
@@ -272,6 +274,7 @@ pub fn watch_wiring(client: &Client, ns: &str) -> (SharedWireLog, tokio::task::J
         match ev {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
                 let name = o.name_any();
+                log.seen.entry(name.clone()).or_insert(now);
                 if is_wired(&serde_json::to_value(&o).unwrap_or_default()) {
                     log.wired.entry(name).or_insert(now);
                 }

@@ -111,7 +111,7 @@ pub async fn burst(
     };
     phases.mark("scrape");
     let created = created.lock().map(|m| m.clone()).unwrap_or_default();
-    let (samples, missing) = {
+    let (samples, missing, pod_phases) = {
         let log = crate::lock(&session.wire);
         let mut samples = Vec::new();
         let mut missing = 0usize;
@@ -121,7 +121,7 @@ pub async fn burst(
                 _ => missing += 1,
             }
         }
-        (samples, missing)
+        (samples, missing, pod_phases(&names, &created, &log))
     };
     let mut r = Record::new(
         Scenario::Burst,
@@ -131,6 +131,7 @@ pub async fn burst(
     r.pods = Some(o.pods as u64);
     r.set_latencies(samples);
     r.extra.insert("nodes".into(), vms.len().into());
+    r.extra.insert("pod_phases_s".into(), pod_phases);
     r.extra
         .insert("warm_up_released".into(), session.warm_released.into());
     r.extra
@@ -172,4 +173,52 @@ pub async fn burst(
             .insert("floor_errors".into(), f.counts.errors.load(Relaxed).into());
     }
     Ok(r)
+}
+
+/// Where a pod's time-to-wire went, over the wired pods: from its create call until its KuryrPort was first
+/// seen (`to_kuryrport`: the front end, the pod's own write included), and from then until it was wired
+/// (`kuryrport_to_wired`: the port); p50, p99 and max of each (seconds).
+fn pod_phases(
+    names: &[String],
+    created: &HashMap<String, Instant>,
+    log: &kubeenv::WireLog,
+) -> serde_json::Value {
+    let (mut front, mut port) = (Vec::new(), Vec::new());
+    for n in names {
+        if let (Some(c), Some(s), Some(w)) = (created.get(n), log.seen.get(n), log.wired.get(n)) {
+            front.push(s.saturating_duration_since(*c).as_secs_f64());
+            port.push(w.saturating_duration_since(*s).as_secs_f64());
+        }
+    }
+    let summary = |v: &[f64]| {
+        crate::stats::Summary::of(v).map_or(
+            serde_json::Value::Null,
+            |s| serde_json::json!({"p50": s.p50, "p99": s.p99, "max": s.max}),
+        )
+    };
+    serde_json::json!({"to_kuryrport": summary(&front), "kuryrport_to_wired": summary(&port)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_wait_splits_at_its_kuryrport() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let created = HashMap::from([("a".into(), at(0)), ("b".into(), at(100)), ("c".into(), at(0))]);
+        let log = kubeenv::WireLog {
+            seen: HashMap::from([("a".into(), at(300)), ("b".into(), at(200)), ("c".into(), at(50))]),
+            // c never wired: in neither phase.
+            wired: HashMap::from([("a".into(), at(1300)), ("b".into(), at(2200))]),
+            gone: HashMap::new(),
+        };
+        let p = pod_phases(&names, &created, &log);
+        assert_eq!(p["to_kuryrport"]["p50"], 0.1);
+        assert_eq!(p["to_kuryrport"]["max"], 0.3);
+        assert_eq!(p["kuryrport_to_wired"]["p50"], 1.0);
+        assert_eq!(p["kuryrport_to_wired"]["p99"], 2.0);
+    }
 }
