@@ -124,8 +124,8 @@ pub struct Args {
     #[arg(long, env = "KURYR_OPENSTACK_MAX_CONCURRENCY", default_value_t = kuryr_openstack::AimdConfig::default().max)]
     pub openstack_max_concurrency: usize,
     /// Kubernetes API requests in flight at most. Each holds an HTTP/1 connection to the API server (with
-    /// its TLS state and buffers, ~100 KB); unbounded, the reconciles of a restart at 5,000 pods opened
-    /// ~200 of them. Further requests wait their turn in the client.
+    /// its TLS state and buffers, ~100 KB); unbounded, building 5,000 pods / 1,000 Services held ~200 of
+    /// them. Further requests wait their turn in the client.
     #[arg(long, env = "KURYR_KUBE_API_CONCURRENCY", default_value_t = 64,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub kube_api_concurrency: u16,
