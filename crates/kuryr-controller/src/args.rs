@@ -441,15 +441,20 @@ impl Args {
         }
     }
 
-    /// The Kubernetes client; warns loudly when the kubeconfig turns certificate verification off.
-    async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+    /// The Kubernetes clients: the controllers' (at most `--kube-api-concurrency` requests in flight) and
+    /// the leader election's own, so that a renewal of the Lease never waits behind a burst's writes (a
+    /// renewal unseen for the Lease's duration makes the leader step down). Warns loudly when the
+    /// kubeconfig turns certificate verification off.
+    async fn kube_clients(&self) -> anyhow::Result<(kube::Client, kube::Client)> {
         let config = kuryr_api::kubeconfig::load(self.kubeconfig.as_deref()).await?;
         if let Some(w) = kuryr_api::kubeconfig::tls_warning(&config) {
             tracing::warn!("{w}");
         }
-        Ok(kube::client::ClientBuilder::try_from(config)?
+        let lease = kube::Client::try_from(config.clone())?;
+        let work = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&kube_in_flight(self.kube_api_concurrency))
-            .build())
+            .build();
+        Ok((work, lease))
     }
 
     /// Parses the command line, logs, connects to Kubernetes and OpenStack, serves the admin port and runs
@@ -489,7 +494,7 @@ impl Args {
         secret_files::guard_cloud_files(&self.cloud_config().auth)?;
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
-        let client = self.kube_client().await.context("connecting to Kubernetes")?;
+        let (client, lease_client) = self.kube_clients().await.context("connecting to Kubernetes")?;
         // An API server known to be too old is refused; one not reachable yet is not a reason to stop (the
         // watches retry until it answers, as they do after any outage).
         match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
@@ -560,7 +565,7 @@ impl Args {
             result
         };
         let result = if self.leader_elect {
-            match leader::run_elected(client, &self.leader_config(), &metrics, shutdown, work).await {
+            match leader::run_elected(lease_client, &self.leader_config(), &metrics, shutdown, work).await {
                 Ok(Ended::LostLease) => Err(anyhow::anyhow!(
                     "lost the leader Lease; exiting so a restart stands by"
                 )),
