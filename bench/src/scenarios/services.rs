@@ -146,7 +146,7 @@ pub fn endpoint_slice(name: &str, ips: &[String]) -> EndpointSlice {
         metadata: ObjectMeta {
             name: Some(format!("{name}-bench")),
             labels: Some(BTreeMap::from([
-                ("kubernetes.io/service-name".to_string(), name.to_string()),
+                (kuryr_api::labels::SERVICE_NAME.to_string(), name.to_string()),
                 (
                     "endpointslice.kubernetes.io/managed-by".to_string(),
                     "kuryr-bench".to_string(),

@@ -27,6 +27,7 @@ pub mod port;
 mod schema;
 #[cfg(feature = "client")]
 mod scope;
+pub mod slim_meta;
 pub mod slim_pod;
 pub mod slim_slice;
 pub mod vif;

@@ -5,15 +5,11 @@
 //! ~35 KB, and a cached one still held ~7 KB after trimming. This type has the same JSON paths, so the API
 //! server's answers and `Pod` values convert to it; everything else in a Pod is skipped unparsed.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{ContainerPort, ContainerStateRunning, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use k8s_openapi::{NamespaceResourceScope, Resource as _};
-use serde::{Deserialize, Deserializer, Serialize};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
 
-use crate::annotations::LAST_APPLIED;
+use crate::slim_meta::{lean_meta, trim_meta};
 
 /// A Pod: its metadata (without `managedFields` and kubectl's last-applied copy), `spec.nodeName`,
 /// `spec.hostNetwork`, its containers' names and ports, `status.phase` and which containers run.
@@ -82,32 +78,7 @@ impl SlimPod {
     }
 }
 
-impl kube::Resource for SlimPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Pod::KIND.into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Pod::GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Pod::VERSION.into()
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        Pod::API_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Pod::URL_PATH_SEGMENT.into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::slim_meta::resource_as!(SlimPod, Pod);
 
 impl From<Pod> for SlimPod {
     fn from(p: Pod) -> Self {
@@ -142,61 +113,12 @@ impl From<Pod> for SlimPod {
     }
 }
 
-/// `ObjectMeta` as the API server sends it, but for `managedFields` (a JSON document per writer, parsed
-/// into a tree of maps only to be dropped) and `selfLink`, which are skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct LeanMeta {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    uid: Option<String>,
-}
-
-pub(crate) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let m = LeanMeta::deserialize(d)?;
-    let mut meta = ObjectMeta {
-        annotations: m.annotations,
-        creation_timestamp: m.creation_timestamp,
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        deletion_timestamp: m.deletion_timestamp,
-        finalizers: m.finalizers,
-        generate_name: m.generate_name,
-        generation: m.generation,
-        labels: m.labels,
-        name: m.name,
-        namespace: m.namespace,
-        owner_references: m.owner_references,
-        resource_version: m.resource_version,
-        uid: m.uid,
-        managed_fields: None,
-        self_link: None,
-    };
-    trim_meta(&mut meta);
-    Ok(meta)
-}
-
-/// What no cache here keeps of any object's metadata: `managedFields` (one JSON document per writer) and
-/// `kubectl apply`'s copy of the whole object.
-pub fn trim_meta(m: &mut ObjectMeta) {
-    m.managed_fields = None;
-    if let Some(a) = m.annotations.as_mut() {
-        a.remove(LAST_APPLIED);
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::annotations::LAST_APPLIED;
 
     fn pod_json() -> serde_json::Value {
         serde_json::json!({

@@ -5,16 +5,13 @@
 //! of its own (its `kubernetes.io/service-name` label), not a map of labels (a one-entry `BTreeMap` is a
 //! 540-byte node).
 
-use std::borrow::Cow;
-
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{NamespaceResourceScope, Resource as _};
 use serde::{Deserialize, Deserializer};
 
 use crate::labels::SERVICE_NAME;
 use crate::loadbalancer::{LbEndpoint, LbEndpointConditions, LbTargetRef};
-use crate::slim_pod::{lean_meta, trim_meta};
+use crate::slim_meta::{lean_meta, trim_meta};
 
 /// An EndpointSlice: its metadata (without `managedFields`, kubectl's last-applied copy and labels), the
 /// Service it belongs to, its address type, endpoints and ports.
@@ -60,40 +57,15 @@ impl From<WireSlice> for SlimEndpointSlice {
 /// A port of the slice's endpoints (its protocol as written: `kuryr_core` maps the ones it serves).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct SlimEndpointPort {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub port: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub protocol: Option<String>,
 }
 
-impl kube::Resource for SlimEndpointSlice {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        EndpointSlice::KIND.into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        EndpointSlice::GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        EndpointSlice::VERSION.into()
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        EndpointSlice::API_VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        EndpointSlice::URL_PATH_SEGMENT.into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::slim_meta::resource_as!(SlimEndpointSlice, EndpointSlice);
 
 impl From<EndpointSlice> for SlimEndpointSlice {
     fn from(s: EndpointSlice) -> Self {

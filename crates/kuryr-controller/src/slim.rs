@@ -4,9 +4,9 @@
 //! `managedFields` (one entry per writer, often the largest part of an object) and kubectl's last-applied
 //! copy are read by nobody; of a Pod, the Pod front end and the policy compiler read a few fields only
 //! (see [`pod`]), and likewise of a Service ([`service`], [`policy_service`]) and an EndpointSlice
-//! ([`endpoint_slice`], read as `SlimEndpointSlice`). Writes never send a cached Pod, Service or EndpointSlice back (finalizers are JSON
-//! patches that test the list, a Service's status is a merge patch of its ingress alone), so nothing dropped
-//! here can be erased on the server. A KuryrLoadBalancer keeps all but [`meta`] ([`kuryrloadbalancer`]):
+//! ([`endpoint_slice`], read as `SlimEndpointSlice`). Writes never send a cached Pod, Service or
+//! EndpointSlice back (finalizers are JSON patches that test the list, a Service's status is a merge patch of
+//! its ingress alone), so nothing dropped here can be erased on the server. A KuryrLoadBalancer keeps all but [`meta`] ([`kuryrloadbalancer`]):
 //! every part of it is read. Those three kinds are also compacted (`compact`): parsing leaves slack.
 //!
 //! Measured per object in `tests/footprint.rs` (docs/BENCHMARKS.md, "Scale").
@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 /// Any kind: drops `metadata.managedFields` and `kubectl apply`'s last-applied annotation.
 pub fn meta<K: Resource>(o: &mut K) {
-    kuryr_api::slim_pod::trim_meta(o.meta_mut());
+    kuryr_api::slim_meta::trim_meta(o.meta_mut());
 }
 
 /// A Pod as it is read here ([`SlimPod`]: parsed from the API server's answers with only the fields the

@@ -48,7 +48,7 @@ async fn run(lab: &Lab, backend: Backend) -> anyhow::Result<()> {
 /// Slices of the Service `svc` in the test's namespace.
 async fn slices_of(h: &Harness, svc: &str) -> anyhow::Result<Vec<EndpointSlice>> {
     let api: Api<EndpointSlice> = Api::namespaced(h.client.clone(), &h.ns);
-    let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={svc}"));
+    let lp = ListParams::default().labels(&format!("{}={svc}", kuryr_api::labels::SERVICE_NAME));
     Ok(api.list(&lp).await?.items)
 }
 

@@ -100,7 +100,7 @@ async fn set_endpoints(h: &Harness, ips: &[String]) -> anyhow::Result<()> {
 /// [`set_endpoints`] with the slices' `ports` (name, number).
 async fn set_endpoints_on(h: &Harness, ips: &[String], ports: &[(String, i32)]) -> anyhow::Result<()> {
     let api: Api<EndpointSlice> = Api::namespaced(h.client.clone(), &h.ns);
-    let selector = format!("kubernetes.io/service-name={NAME}");
+    let selector = format!("{}={NAME}", kuryr_api::labels::SERVICE_NAME);
     let existing: BTreeMap<String, EndpointSlice> = api
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -114,7 +114,7 @@ async fn set_endpoints_on(h: &Harness, ips: &[String], ports: &[(String, i32)]) 
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 labels: Some(BTreeMap::from([
-                    ("kubernetes.io/service-name".to_owned(), NAME.to_owned()),
+                    (kuryr_api::labels::SERVICE_NAME.to_owned(), NAME.to_owned()),
                     (
                         "endpointslice.kubernetes.io/managed-by".to_owned(),
                         "size-test".to_owned(),

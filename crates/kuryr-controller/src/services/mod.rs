@@ -34,9 +34,6 @@ use crate::scope::Selection;
 use crate::shutdown::run_controller;
 use crate::slim;
 
-/// Label EndpointSlices carry naming their Service.
-pub use kuryr_api::labels::SERVICE_NAME as SERVICE_NAME_LABEL;
-
 /// Service front-end reconciles in flight at most.
 const SERVICE_CONCURRENCY: u16 = 128;
 /// KuryrLoadBalancer reconciles in flight at most: a round holds its Octavia tree and the client's
@@ -86,7 +83,7 @@ impl Scope {
     /// Watch of the EndpointSlices (labelled with their Service's name).
     fn slices(&self) -> watcher::Config {
         match self.name {
-            Some(n) => watcher::Config::default().labels(&format!("{SERVICE_NAME_LABEL}={n}")),
+            Some(n) => watcher::Config::default().labels(&format!("{}={n}", kuryr_api::labels::SERVICE_NAME)),
             None => watcher::Config::default(),
         }
     }

@@ -22,7 +22,7 @@ use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service, SlimEndpoin
 use kuryr_controller::loadbalancers;
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::scope::Selection;
-use kuryr_controller::services::{frontend, LbContext, ServicesConfig, SERVICE_NAME_LABEL};
+use kuryr_controller::services::{frontend, LbContext, ServicesConfig};
 use kuryr_openstack::neutron::routers::{self, CreateRouter, GatewayInfo, Interface};
 use kuryr_openstack::neutron::subnets::{self, CreateSubnet};
 use kuryr_openstack::neutron::{floating_ips, networks, Filter};
@@ -197,7 +197,10 @@ pub(crate) fn named_slice(name: &str, ips: &[&str]) -> SlimEndpointSlice {
         metadata: ObjectMeta {
             name: Some(format!("{name}-abcde")),
             namespace: Some(NS.into()),
-            labels: Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), name.into())])),
+            labels: Some(BTreeMap::from([(
+                kuryr_api::labels::SERVICE_NAME.into(),
+                name.into(),
+            )])),
             ..ObjectMeta::default()
         },
         address_type: "IPv4".into(),

@@ -144,7 +144,7 @@ pub async fn take(s: &Scope<'_>) -> anyhow::Result<Snapshot> {
         .list(&lp)
         .await?
     {
-        let Some(svc) = slice.labels().get("kubernetes.io/service-name").cloned() else {
+        let Some(svc) = slice.labels().get(kuryr_api::labels::SERVICE_NAME).cloned() else {
             continue;
         };
         let set = ready_by_service.entry(svc).or_default();

@@ -37,7 +37,8 @@ impl SliceWatch {
     /// Starts watching the slices of `service` and returns once the initial list is in.
     pub async fn start(client: &Client, ns: &str, service: &str) -> anyhow::Result<SliceWatch> {
         let api: Api<EndpointSlice> = Api::namespaced(client.clone(), ns);
-        let cfg = watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let cfg =
+            watcher::Config::default().labels(&format!("{}={service}", kuryr_api::labels::SERVICE_NAME));
         let (tx, mut seen) = watch::channel(Seen::default());
         let (synced_tx, synced) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
