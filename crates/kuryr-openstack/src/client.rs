@@ -22,7 +22,7 @@ use crate::metrics::{CallObserver, Metrics};
 use crate::neutron::extensions::NeutronFeatures;
 use crate::octavia::features::OctaviaFeatures;
 use crate::page::{self, Page};
-use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, TransportKind};
+use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, RetryReason, TransportKind};
 
 /// A connection to one cloud (one project). Cheap to clone; clones share the token, the rate limiters (one
 /// per service), the concurrency cap and the metrics.
@@ -67,6 +67,10 @@ pub struct Request {
     pub if_match: Option<String>,
     /// Sent to the service's unversioned root (its version document) instead of `path`.
     pub at_root: bool,
+    /// A 409 `IpAddressAlreadyAllocated` (an address given to this body was taken by a create beside it)
+    /// is answered to the caller at once instead of retried: a bulk create halves the body instead, so one
+    /// racing address costs a retry of half the ports, not all of them.
+    pub address_race_final: bool,
 }
 
 impl Request {
@@ -80,6 +84,7 @@ impl Request {
             body: None,
             if_match: None,
             at_root: false,
+            address_race_final: false,
         }
     }
 
@@ -103,6 +108,12 @@ impl Request {
 
     pub fn json(mut self, body: Value) -> Self {
         self.body = Some(body);
+        self
+    }
+
+    /// See [`Request::address_race_final`].
+    pub fn address_race_final(mut self) -> Self {
+        self.address_race_final = true;
         self
     }
 }
@@ -339,7 +350,12 @@ impl Cloud {
                     // The refused try does not use up the retry budget.
                     attempt -= 1;
                 }
-                Decision::Retry(reason) if inner.retry.allows_another(reason, attempt) => {
+                Decision::Retry(reason)
+                    if inner.retry.allows_another(reason, attempt)
+                        && !(reason == RetryReason::IpamConflict
+                            && req.address_race_final
+                            && retry::is_address_race(&outcome_body)) =>
+                {
                     inner.gate.metrics().record_retry(req.op, reason.as_str());
                     let delay = inner.retry.delay(attempt, fastrand::f64());
                     warn!(

@@ -183,6 +183,15 @@ pub fn error_kind(status: u16, body: &[u8]) -> ErrorKind {
     }
 }
 
+/// A 409 body saying an address given to the request was taken by a create beside it (not that the
+/// subnet has none left: `IpAddressGenerationFailure`).
+pub fn is_address_race(body: &[u8]) -> bool {
+    parse_error_body(body).0 == ADDRESS_RACE
+}
+
+/// Neutron's error type of [`is_address_race`].
+pub const ADDRESS_RACE: &str = "IpAddressAlreadyAllocated";
+
 /// Op-name suffix of port creates that ask for specific addresses: for them `IpAddressAlreadyAllocated`
 /// means the address is taken (real Neutron answers both cases with the same 409), not an IPAM race.
 pub const WITH_FIXED_IP: &str = "_with_ip";

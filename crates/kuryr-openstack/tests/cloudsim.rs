@@ -386,6 +386,126 @@ async fn ports_whose_tagging_fails_are_deleted_not_leaked() {
         .is_empty());
 }
 
+type Made = Result<Vec<ports::Port>, Error>;
+
+/// `n` ports on a fresh network, with `faults` on `neutron.ports.bulk_create` in this order.
+async fn bulk_of(n: usize, faults: &[(u16, Option<&str>)]) -> (common::Env, Cloud, String, Made) {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    let (net, sub) = net_and_subnet(&cloud, "10.4.0.0/24").await;
+    for (status, kind) in faults {
+        env.sim.add_fault(FaultRule {
+            op: "neutron.ports.bulk_create".into(),
+            count: Some(1),
+            status: Some(*status),
+            kind: kind.map(str::to_owned),
+            ..FaultRule::default()
+        });
+    }
+    let reqs = vec![CreatePort::on_subnet(&net, &sub); n];
+    let made = ports::bulk_create(&cloud, &reqs).await;
+    (env, cloud, net, made)
+}
+
+fn bulk_bodies(env: &common::Env) -> Vec<(usize, u16)> {
+    env.sim
+        .calls_matching("neutron.ports.bulk_create")
+        .iter()
+        .map(|c| (c.items.unwrap_or(0), c.status))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bulk_refused_for_an_ipam_race_is_posted_again_as_two_halves() {
+    let race = (409, Some("IpAddressAlreadyAllocated"));
+    let (env, cloud, net, made) = bulk_of(8, &[race]).await;
+    assert_eq!(made.unwrap().len(), 8);
+    let mut bodies = bulk_bodies(&env);
+    bodies.sort_unstable();
+    // The whole body once, then two halves: not the whole body again.
+    assert_eq!(bodies, vec![(4, 201), (4, 201), (8, 409)]);
+    let listed = ports::list(&cloud, Filter::new().eq("network_id", &net))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 8);
+    let retries = cloud.metrics().snapshot().retries;
+    assert_eq!(
+        retries.get(&(
+            "neutron.ports.bulk_create".to_owned(),
+            "ipam_conflict_halved".to_owned()
+        )),
+        Some(&1)
+    );
+}
+
+#[tokio::test]
+async fn a_single_port_racing_for_its_address_is_retried_as_before() {
+    let race = (409, Some("IpAddressAlreadyAllocated"));
+    let (env, cloud, _net, made) = bulk_of(1, &[race]).await;
+    assert_eq!(made.unwrap().len(), 1);
+    assert_eq!(bulk_bodies(&env), vec![(1, 409), (1, 201)]);
+    let retries = cloud.metrics().snapshot().retries;
+    assert_eq!(
+        retries.keys().map(|(_, r)| r.as_str()).collect::<Vec<_>>(),
+        ["ipam_conflict"]
+    );
+}
+
+#[tokio::test]
+async fn a_body_refused_for_want_of_addresses_is_retried_whole() {
+    let exhausted = (409, Some("IpAddressGenerationFailure"));
+    let (env, _cloud, _net, made) = bulk_of(8, &[exhausted]).await;
+    assert_eq!(made.unwrap().len(), 8);
+    assert_eq!(bulk_bodies(&env), vec![(8, 409), (8, 201)]);
+}
+
+#[tokio::test]
+async fn a_body_naming_a_taken_address_fails_at_once_unhalved() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    let (net, sub) = net_and_subnet(&cloud, "10.5.0.0/24").await;
+    let at = |ip: &str| CreatePort {
+        fixed_ips: vec![ports::FixedIpRequest {
+            subnet_id: Some(sub.clone()),
+            ip_address: Some(ip.to_owned()),
+        }],
+        ..CreatePort::on_subnet(&net, &sub)
+    };
+    ports::create(&cloud, &at("10.5.0.10")).await.unwrap();
+    let reqs: Vec<_> = ["10.5.0.20", "10.5.0.21", "10.5.0.10", "10.5.0.22"]
+        .iter()
+        .map(|ip| at(ip))
+        .collect();
+    let err = ports::bulk_create(&cloud, &reqs).await.unwrap_err();
+    assert_eq!(err.status(), Some(409), "{err}");
+    // The same address is taken in any half: one call, and nothing made.
+    assert_eq!(env.sim.calls_matching("neutron.ports.bulk_create*").len(), 1);
+    let listed = ports::list(&cloud, Filter::new().eq("network_id", &net))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+#[tokio::test]
+async fn a_half_that_fails_for_good_takes_the_other_halfs_ports_with_it() {
+    let race = (409, Some("IpAddressAlreadyAllocated"));
+    let (env, cloud, net, made) = bulk_of(8, &[race, (400, None)]).await;
+    let err = made.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err}");
+    let mut bodies = bulk_bodies(&env);
+    bodies.sort_unstable();
+    assert_eq!(bodies, vec![(4, 201), (4, 400), (8, 409)]);
+    // All or none: the half that was made is deleted again.
+    let listed = ports::list(&cloud, Filter::new().eq("network_id", &net))
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
 fn lb_body(subnet: &str, provider: &str, members: &[(&str, u32)]) -> CreateLoadBalancer {
     // ovn supports only SOURCE_IP_PORT, amphora everything but.
     let algorithm = if provider == "ovn" {

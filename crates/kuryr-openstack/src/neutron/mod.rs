@@ -18,18 +18,47 @@ pub use extensions::NeutronFeatures;
 
 use std::future::Future;
 
+use futures::future::BoxFuture;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};
+use crate::retry::ADDRESS_RACE;
 use crate::Cloud;
+use tracing::debug;
+
+/// What a bulk POST does when Neutron refuses a body for an address race (409 `IpAddressAlreadyAllocated`:
+/// an address given to it was taken by a create beside it): the body was rolled back whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnIpamRace {
+    /// The client's retry: the same body again (objects that take no address never race).
+    Retry,
+    /// Two halves side by side, each halved again if it races too; a single object is retried by the
+    /// client as usual. One racing address then costs a retry of half the objects, not all of them (a
+    /// 10-port body at ~10 % per port races more often than not). `IpAddressGenerationFailure` (no address
+    /// left, or a race for the last ones) is retried whole: halving a full subnet's body down to single
+    /// ports would only multiply the refusals.
+    Halve,
+}
+
+/// One bulk POST: where it goes and how its answer is read.
+struct Bulk<'a, Out, F> {
+    cloud: &'a Cloud,
+    op: &'static str,
+    path: &'a str,
+    key: &'a str,
+    id_of: fn(&Out) -> &str,
+    undo: F,
+    on_race: OnIpamRace,
+}
 
 /// `POST <path> {"<key>": [...]}` in the fewest bodies that fit the cloud's request limit ([`crate::fit`]),
-/// all or none: Neutron rolls a failed body back, and when a later body fails `undo` deletes what the
-/// earlier ones made, by the id `id_of` names (its own failures are left to the garbage collector, as the
-/// objects carry our tags).
+/// all or none: Neutron rolls a failed body back, and when another body fails `undo` deletes what the
+/// ones before made, by the id `id_of` names (its own failures are left to the garbage collector, as the
+/// objects carry our tags). `on_race`: see [`OnIpamRace`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn bulk_post<Req, Out, F, Fut>(
     cloud: &Cloud,
     op: &'static str,
@@ -38,12 +67,13 @@ pub(crate) async fn bulk_post<Req, Out, F, Fut>(
     reqs: &[Req],
     id_of: fn(&Out) -> &str,
     undo: F,
+    on_race: OnIpamRace,
 ) -> Result<Vec<Out>>
 where
-    Req: Serialize,
-    Out: DeserializeOwned,
-    F: Fn(String) -> Fut,
-    Fut: Future<Output = Result<()>>,
+    Req: Serialize + Sync,
+    Out: DeserializeOwned + Send,
+    F: Fn(String) -> Fut + Sync,
+    Fut: Future<Output = Result<()>> + Send,
 {
     let runs = crate::fit::split(
         reqs,
@@ -52,27 +82,83 @@ where
         Service::Network,
         op,
     )?;
+    let bulk = Bulk {
+        cloud,
+        op,
+        path,
+        key,
+        id_of,
+        undo,
+        on_race,
+    };
     let mut made: Vec<Out> = Vec::with_capacity(reqs.len());
     for run in runs {
-        let answer = async {
-            let resp = cloud
-                .execute(
-                    Request::new(Service::Network, op, Method::POST, path)
-                        .json(serde_json::json!({ key: run })),
-                )
-                .await?;
-            take::<Vec<Out>>(resp.json(Service::Network, op)?, key, Service::Network, op)
-        }
-        .await;
-        match answer {
+        match bulk.post(run).await {
             Ok(objects) => made.extend(objects),
             Err(e) => {
-                futures::future::join_all(made.iter().map(|o| undo(id_of(o).to_owned()))).await;
+                bulk.undo_all(&made).await;
                 return Err(e);
             }
         }
     }
     Ok(made)
+}
+
+impl<Out, F, Fut> Bulk<'_, Out, F>
+where
+    Out: DeserializeOwned + Send,
+    F: Fn(String) -> Fut + Sync,
+    Fut: Future<Output = Result<()>> + Send,
+{
+    /// One body (halved on an IPAM race when asked: each half posted side by side, all or none).
+    fn post<'s, Req: Serialize + Sync>(&'s self, run: &'s [Req]) -> BoxFuture<'s, Result<Vec<Out>>> {
+        Box::pin(async move {
+            let halve = self.on_race == OnIpamRace::Halve && run.len() > 1;
+            let mut req = Request::new(Service::Network, self.op, Method::POST, self.path)
+                .json(serde_json::json!({ self.key: run }));
+            if halve {
+                req = req.address_race_final();
+            }
+            let answer = match self.cloud.execute(req).await {
+                Ok(resp) => resp,
+                Err(e) if halve && e.api().is_some_and(|a| a.code == ADDRESS_RACE) => {
+                    self.cloud.metrics().record_retry(self.op, "ipam_conflict_halved");
+                    debug!(
+                        op = self.op,
+                        objects = run.len(),
+                        "IPAM race: posting the body as two halves"
+                    );
+                    let (a, b) = run.split_at(run.len() / 2);
+                    return match futures::join!(self.post(a), self.post(b)) {
+                        (Ok(mut first), Ok(second)) => {
+                            first.extend(second);
+                            Ok(first)
+                        }
+                        (Ok(made), Err(e)) | (Err(e), Ok(made)) => {
+                            self.undo_all(&made).await;
+                            Err(e)
+                        }
+                        (Err(e), Err(_)) => Err(e),
+                    };
+                }
+                Err(e) => return Err(e),
+            };
+            take::<Vec<Out>>(
+                answer.json(Service::Network, self.op)?,
+                self.key,
+                Service::Network,
+                self.op,
+            )
+        })
+    }
+
+    /// Deletes what an all-or-none POST made before another part of it failed.
+    fn undo_all(&self, made: &[Out]) -> impl Future<Output = ()> + Send + '_ {
+        let ids: Vec<String> = made.iter().map(|o| (self.id_of)(o).to_owned()).collect();
+        async move {
+            futures::future::join_all(ids.into_iter().map(|id| (self.undo)(id))).await;
+        }
+    }
 }
 
 /// List filters: `?key=value` pairs, with helpers for tags and fixed IPs.

@@ -248,10 +248,11 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
         return Ok(Vec::new());
     }
     let (reqs, later) = prepare(cloud, reqs).await?;
-    let op = if asks_for_addresses(&reqs) {
-        "neutron.ports.bulk_create_with_ip"
+    // A named address that is taken stays taken: no halving makes that body succeed.
+    let (op, on_race) = if asks_for_addresses(&reqs) {
+        ("neutron.ports.bulk_create_with_ip", super::OnIpamRace::Retry)
     } else {
-        "neutron.ports.bulk_create"
+        ("neutron.ports.bulk_create", super::OnIpamRace::Halve)
     };
     let mut made = super::bulk_post(
         cloud,
@@ -261,6 +262,7 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
         &reqs,
         |p: &Port| p.id.as_str(),
         |id| async move { delete(cloud, &id).await },
+        on_race,
     )
     .await?;
     if let Some(tags) = later {

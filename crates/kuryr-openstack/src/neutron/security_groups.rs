@@ -185,6 +185,7 @@ pub async fn bulk_create_rules(cloud: &Cloud, reqs: &[CreateRule]) -> Result<Vec
         reqs,
         |r: &SecurityGroupRule| r.id.as_str(),
         |id| async move { delete_rule(cloud, &id).await },
+        super::OnIpamRace::Retry,
     )
     .await
 }
