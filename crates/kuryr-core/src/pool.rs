@@ -66,8 +66,9 @@ pub struct Pool {
     /// Oldest first: handing out the oldest spreads wear and lets new ones settle (OVN subports go ACTIVE).
     free: VecDeque<FreePort>,
     in_flight: u32,
-    /// Pods (by UID) that asked and found the pool empty: the surge demand of the next plan.
-    waiting: BTreeSet<String>,
+    /// Pods (by UID) that asked and found no port for them, in the order they first asked: the surge demand
+    /// of the next plan, and the order the ports that land are handed out in.
+    waiting: VecDeque<String>,
 }
 
 impl Pool {
@@ -77,7 +78,7 @@ impl Pool {
             default_sgs,
             free: VecDeque::new(),
             in_flight: 0,
-            waiting: BTreeSet::new(),
+            waiting: VecDeque::new(),
         }
     }
 
@@ -107,22 +108,30 @@ impl Pool {
     }
 
     /// A port for pod `pod_uid` that must have SGs `sgs`. Prefers a free port that already has them; else
-    /// the oldest, with the update to make. `None` when the pool is empty: the pod is then counted as waiting
-    /// until it takes a port or is [forgotten](Pool::forget).
+    /// the oldest, with the update to make. `None` when no port is this pod's to take: the pod is then
+    /// counted as waiting until it takes a port or is [forgotten](Pool::forget).
+    ///
+    /// First come, first served: the free ports are for the pods waiting longest, and a pod that asks while
+    /// others wait queues behind them. Otherwise a burst's newest pods take each batch that lands before its
+    /// oldest, woken by it, get there (500 pods: the oldest waited up to 2.5x the median).
     pub fn take(&mut self, pod_uid: &str, sgs: &BTreeSet<String>) -> Option<Taken> {
+        let queued = self.waiting.iter().position(|w| w == pod_uid);
+        let ahead = queued.unwrap_or(self.waiting.len());
+        if ahead >= self.free.len() {
+            if queued.is_none() {
+                self.waiting.push_back(pod_uid.to_owned());
+            }
+            return None;
+        }
         let at = self
             .free
             .iter()
             .position(|p| &p.security_groups == sgs)
-            .or_else(|| {
-                // Any port will do, the oldest one.
-                (!self.free.is_empty()).then_some(0)
-            });
-        let Some(port) = at.and_then(|i| self.free.remove(i)) else {
-            self.waiting.insert(pod_uid.to_owned());
-            return None;
-        };
-        self.waiting.remove(pod_uid);
+            .unwrap_or(0);
+        let port = self.free.remove(at)?;
+        if let Some(i) = queued {
+            self.waiting.remove(i);
+        }
         let sg_update = (&port.security_groups != sgs).then(|| sgs.clone());
         Some(Taken {
             port_id: port.port_id,
@@ -130,9 +139,11 @@ impl Pool {
         })
     }
 
-    /// The pod went away before it got a port.
-    pub fn forget(&mut self, pod_uid: &str) {
-        self.waiting.remove(pod_uid);
+    /// The pod went away before it got a port; whether it was waiting (those behind it move up).
+    pub fn forget(&mut self, pod_uid: &str) -> bool {
+        let before = self.waiting.len();
+        self.waiting.retain(|w| w != pod_uid);
+        self.waiting.len() < before
     }
 
     /// Whether a port coming back from a pod (with SGs `current_sgs`) is kept or deleted.

@@ -28,7 +28,7 @@ use kuryr_core::vif::{Attachment, PodFacts, PortOwner, PortParams};
 use kuryr_core::{OwnerKind, VifDriver};
 use kuryr_openstack::neutron::{ports, security_groups, trunks, Filter};
 use kuryr_openstack::Owner;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::config::networks::SubnetMode;
 use crate::context::Context;
@@ -162,6 +162,13 @@ pub async fn acquire(
     let defaults = default_sgs(ctx).await?;
     ctx.pools.set_target(target);
     let changes = ctx.pools.changes(&target.key);
+    // However this ends (a port, an error, the reconcile dropped), the pod leaves the line.
+    let _in_line = InLine {
+        ctx,
+        key: &target.key,
+        pod_uid: &pod.uid,
+    };
+    let began = std::time::Instant::now();
     let mut rounds = 0;
     while rounds < ACQUIRE_ROUNDS {
         // Listening before looking: a create that lands between the look and the wait still wakes us.
@@ -171,19 +178,25 @@ pub async fn acquire(
         if let Some(taken) = take(ctx, target, &pod.uid, sgs, &defaults) {
             spawn_top_up(ctx, target.clone());
             rounds += 1;
+            let waited = began.elapsed();
             match hand_out(ctx, driver, target, taken).await? {
-                Some(vif) => return Ok(vif),
+                Some(vif) => {
+                    debug!(
+                        waited_ms = waited.as_millis(),
+                        hand_out_ms = (began.elapsed() - waited).as_millis(),
+                        rounds,
+                        active = vif.active,
+                        "pool port handed out"
+                    );
+                    return Ok(vif);
+                }
                 None => continue,
             }
         }
         let reserved = reserve(ctx, target);
         if reserved > 0 {
             rounds += 1;
-            if let Err(e) = refill(ctx, driver, target, reserved, &defaults).await {
-                ctx.pools
-                    .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
-                return Err(e);
-            }
+            refill(ctx, driver, target, reserved, &defaults).await?;
             continue;
         }
         // Covered by creates in flight: wait for them to land (or fail).
@@ -191,9 +204,27 @@ pub async fn acquire(
             rounds += 1;
         }
     }
-    ctx.pools
-        .with(|p| p.get_mut(&target.key).map(|pool| pool.forget(&pod.uid)));
     Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
+}
+
+/// A pod in pool `key`'s line ([`kuryr_core::Pool::take`]) until dropped: then it leaves it (a no-op once
+/// it took a port), and the pods behind it are woken, as a free port may now be theirs.
+struct InLine<'a> {
+    ctx: &'a Context,
+    key: &'a PoolKey,
+    pod_uid: &'a str,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        let left = self
+            .ctx
+            .pools
+            .with(|p| p.get_mut(self.key).is_some_and(|pool| pool.forget(self.pod_uid)));
+        if left {
+            self.ctx.pools.changed(self.key);
+        }
+    }
 }
 
 /// Takes on what pool `target`'s plan asks to create now ([`kuryr_core::Pool::reserve`]); nothing for a
@@ -356,6 +387,7 @@ pub fn give_back(ctx: &Context, target: &Target, port_id: &str) {
         }
     });
     ctx.pools.unmark(port_id);
+    ctx.pools.changed(&target.key);
     publish(ctx);
 }
 
@@ -380,6 +412,7 @@ pub fn returned(ctx: &Context, key: &PoolKey, vif: &Vif, sgs: BTreeSet<String>) 
     let defaults = ctx.pools.default_sgs.get().cloned().unwrap_or_default();
     ctx.pools
         .with(|p| p.entry(key.clone(), &defaults).add_free(&vif.port_id, sgs));
+    ctx.pools.changed(key);
     publish(ctx);
 }
 
@@ -458,22 +491,14 @@ async fn create_batch_once(
     n: u32,
     defaults: &BTreeSet<String>,
 ) -> Result<u32> {
-    let failed = |ctx: &Context| {
-        ctx.pools.with(|p| {
-            if let Some(pool) = p.get_mut(&target.key) {
-                pool.create_failed(n);
-            }
-        });
-        ctx.pools.changed(&target.key);
-        publish(ctx);
+    // Counted in flight since the reserve: settled as created below, else as failed when this ends
+    // early, however (an error, or the future dropped).
+    let in_flight = InFlight {
+        ctx,
+        key: &target.key,
+        n,
     };
-    let tags: BTreeSet<String> = match owner(ctx).tags() {
-        Ok(t) => t.into_iter().collect(),
-        Err(e) => {
-            failed(ctx);
-            return Err(e.into());
-        }
-    };
+    let tags: BTreeSet<String> = owner(ctx).tags()?.into_iter().collect();
     let host = super::node_vif::neutron_host(ctx, &target.node_name);
     let req = driver.port_request(PortParams {
         owner: PortOwner::Pool {
@@ -489,13 +514,7 @@ async fn create_batch_once(
     let reqs = vec![body; n as usize];
     // Until the ports are in the pool (or rolled back), the loose-port scan must not take them.
     let _op = ctx.pools.op();
-    let created = match ports::bulk_create(&ctx.cloud, &reqs).await {
-        Ok(c) => c,
-        Err(e) => {
-            failed(ctx);
-            return Err(e.into());
-        }
-    };
+    let created = ports::bulk_create(&ctx.cloud, &reqs).await?;
     let ids: Vec<String> = created.iter().map(|p| p.id.clone()).collect();
     if let Some(parent) = &target.parent {
         if let Err(e) = ctx
@@ -512,24 +531,54 @@ async fn create_batch_once(
                     );
                 }
             }
-            failed(ctx);
             return Err(e);
         }
     }
     for p in &created {
         ctx.pools.remember(convert::port(p));
     }
-    let short = n.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
-    ctx.pools.with(|p| {
-        if let Some(pool) = p.get_mut(&target.key) {
-            pool.created(&ids);
-            pool.create_failed(short);
-        }
-    });
-    ctx.pools.changed(&target.key);
-    publish(ctx);
+    in_flight.landed(&ids);
     info!(node = target.node_name, ports = ids.len(), "pool refilled");
     Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX))
+}
+
+/// `n` ports a pool counts as in flight, until [`InFlight::landed`] says which exist; dropped before
+/// that, all `n` count as failed. Either way the pods waiting on the pool are woken.
+struct InFlight<'a> {
+    ctx: &'a Context,
+    key: &'a PoolKey,
+    n: u32,
+}
+
+impl InFlight<'_> {
+    /// These ports exist (nested: and are subports); any others of the `n` will not come.
+    fn landed(mut self, ids: &[String]) {
+        let short = self
+            .n
+            .saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+        self.ctx.pools.with(|p| {
+            if let Some(pool) = p.get_mut(self.key) {
+                pool.created(ids);
+                pool.create_failed(short);
+            }
+        });
+        self.n = 0;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let n = self.n;
+        if n > 0 {
+            self.ctx.pools.with(|p| {
+                if let Some(pool) = p.get_mut(self.key) {
+                    pool.create_failed(n);
+                }
+            });
+        }
+        self.ctx.pools.changed(self.key);
+        publish(self.ctx);
+    }
 }
 
 /// Tops the pool up to its low watermark in the background: only what the creates in flight do not cover.
@@ -666,6 +715,7 @@ async fn sweep_loose(ctx: &Context, live: &BTreeSet<PoolParent>) -> Result<()> {
                     p.entry(key.clone(), &defaults)
                         .add_free(&port_id, security_groups)
                 });
+                ctx.pools.changed(&key);
                 warn!(port = port_id, parent = ?key.parent, "loose pool port adopted into its pool");
             }
             LooseAction::Delete { port_id, trunk_id } => {

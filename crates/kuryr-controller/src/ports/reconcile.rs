@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kuryr_api::{finalizers, Api, KuryrPort, KuryrPortStatus, Resource, ResourceExt};
 use kuryr_core::kuryrport::set_vif;
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::errors::{Error, Result};
@@ -105,8 +105,10 @@ async fn update(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, ma
 
 /// The pod's first ports: made, their duplicates gone, settled and named in `st`.
 async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, made: &mut Made) -> Result<()> {
+    let began = std::time::Instant::now();
     let (done, calls) = metrics::counting_calls(allocate::ports(ctx, kp, made)).await;
     done?;
+    let allocated = began.elapsed();
     ctx.metrics.calls_per_op("wire", calls);
     let ports = &made.ports;
     if let Some((_, default)) = ports
@@ -122,6 +124,12 @@ async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, made
         *vif = active::settle(ctx, vif.clone()).await;
         set_vif(st, ifname, vif.clone());
     }
+    debug!(
+        allocate_ms = allocated.as_millis(),
+        settle_ms = (began.elapsed() - allocated).as_millis(),
+        active = st.all_active(),
+        "ports made"
+    );
     Ok(())
 }
 

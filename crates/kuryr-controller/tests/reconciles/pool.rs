@@ -2,8 +2,10 @@
 //! waiting for a pod), given back to on release, and their loose ports adopted or deleted while running.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use kuryr_cloudsim::FaultRule;
 use kuryr_controller::ports::{pool, release};
 use kuryr_core::pool::{PoolKey, PoolParent};
 use kuryr_core::PoolLimits;
@@ -233,4 +235,56 @@ async fn an_extra_network_has_a_pool_of_its_own_that_takes_its_ports_back_and_se
         "{} not from the pool {free:?}",
         again.port_id
     );
+}
+
+#[tokio::test]
+async fn a_pod_whose_refill_fails_leaves_the_pools_line_and_the_next_pod_is_served() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |c| c.pool_limits = PoolLimits::new(0, 0, 1).unwrap());
+    cloud.sim.add_fault(FaultRule {
+        op: "neutron.ports.bulk_create".into(),
+        count: Some(1),
+        status: Some(400),
+        ..FaultRule::default()
+    });
+    let first = h.add_kuryrport(&kuryrport("web-0"));
+    assert!(h.reconcile(&first).await.is_err());
+    let load = pool::pool_snapshot(&h.ctx, &key(&cloud)).load();
+    assert_eq!((load.pending, load.in_flight), (0, 0), "{load:?}");
+    // Nobody stale ahead of it in the line: the next pod gets the next port.
+    let kp = h.wired("web-1").await;
+    assert!(!vif(&kp).port_id.is_empty());
+}
+
+#[tokio::test]
+async fn a_refill_whose_reconcile_is_dropped_midway_leaves_nothing_counted() {
+    let cloud = TestCloud::start().await;
+    let mut h = harness(&cloud, |c| c.pool_limits = PoolLimits::new(0, 0, 1).unwrap());
+    cloud.sim.add_fault(FaultRule {
+        op: "neutron.ports.bulk_create".into(),
+        count: Some(1),
+        hold_ms: Some(30_000),
+        ..FaultRule::default()
+    });
+    let kp = h.add_kuryrport(&kuryrport("web-0"));
+    let task = tokio::spawn(kuryr_controller::ports::reconcile::reconcile(
+        Arc::new(kp),
+        h.ctx.clone(),
+    ));
+    let load = || pool::pool_snapshot(&h.ctx, &key(&cloud)).load();
+    for _ in 0..500 {
+        if load().in_flight > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        (load().pending, load().in_flight),
+        (1, 1),
+        "the pod waits on its refill"
+    );
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    // Neither the pod nor its create is counted any more: the pool's next plan starts from the truth.
+    assert_eq!((load().pending, load().in_flight), (0, 0));
 }

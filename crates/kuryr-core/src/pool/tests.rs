@@ -80,6 +80,29 @@ fn a_pod_finding_the_pool_empty_counts_as_surge_demand_until_served() {
 }
 
 #[test]
+fn landed_ports_go_to_the_pods_waiting_longest() {
+    let mut pool = mk_pool(&[]);
+    let default = sgs(&["default"]);
+    for i in 1..=3 {
+        assert_eq!(pool.take(&format!("old-{i}"), &default), None);
+    }
+    pool.begin_create(2);
+    pool.created(&["p1".to_owned(), "p2".to_owned()]);
+    // A pod that asks now queues behind the three: both ports are theirs.
+    assert_eq!(pool.take("new", &default), None);
+    assert_eq!(pool.take("old-3", &default), None, "third in line, two ports");
+    assert_eq!(pool.take("old-2", &default).map(|t| t.port_id), Some("p1".into()));
+    assert_eq!(pool.take("old-1", &default).map(|t| t.port_id), Some("p2".into()));
+    assert_eq!(pool.load().pending, 2);
+    // The next port is old-3's, not the newcomer's; a pod that leaves the line gives up its place.
+    pool.add_free("p3", default.clone());
+    assert_eq!(pool.take("new", &default), None);
+    pool.forget("old-3");
+    assert_eq!(pool.take("new", &default).map(|t| t.port_id), Some("p3".into()));
+    assert_eq!(pool.load().pending, 0);
+}
+
+#[test]
 fn a_refill_asked_for_while_another_runs_covers_only_the_demand_that_one_does_not() {
     let mut pool = mk_pool(&[]);
     let limits = PoolLimits::default();
@@ -330,7 +353,9 @@ mod properties {
                             pool.create_failed(n);
                         }
                     }
-                    Op::Forget { pod } => pool.forget(&format!("pod-{pod}")),
+                    Op::Forget { pod } => {
+                        pool.forget(&format!("pod-{pod}"));
+                    }
                     Op::Trim => {
                         let n = pool.plan(limits).release;
                         let gone = pool.take_for_release(n);
