@@ -69,6 +69,9 @@ pub struct Pool {
     /// Pods (by UID) that asked and found no port for them, in the order they first asked: the surge demand
     /// of the next plan, and the order the ports that land are handed out in.
     waiting: VecDeque<String>,
+    /// Waiting pods running a refill of their own: they keep their place, but the ports that land
+    /// meanwhile go to the pods behind them (a pod awaiting its refill is not there to take one).
+    refilling: BTreeSet<String>,
 }
 
 impl Pool {
@@ -79,6 +82,7 @@ impl Pool {
             free: VecDeque::new(),
             in_flight: 0,
             waiting: VecDeque::new(),
+            refilling: BTreeSet::new(),
         }
     }
 
@@ -113,10 +117,16 @@ impl Pool {
     ///
     /// First come, first served: the free ports are for the pods waiting longest, and a pod that asks while
     /// others wait queues behind them. Otherwise a burst's newest pods take each batch that lands before its
-    /// oldest, woken by it, get there (500 pods: the oldest waited up to 2.5x the median).
+    /// oldest, woken by it, get there (500 pods: the oldest waited up to 2.5x the median). Pods running a
+    /// refill of their own ([`Pool::set_refilling`]) are not counted ahead.
     pub fn take(&mut self, pod_uid: &str, sgs: &BTreeSet<String>) -> Option<Taken> {
         let queued = self.waiting.iter().position(|w| w == pod_uid);
-        let ahead = queued.unwrap_or(self.waiting.len());
+        let ahead = self
+            .waiting
+            .iter()
+            .take(queued.unwrap_or(self.waiting.len()))
+            .filter(|w| !self.refilling.contains(*w))
+            .count();
         if ahead >= self.free.len() {
             if queued.is_none() {
                 self.waiting.push_back(pod_uid.to_owned());
@@ -141,9 +151,20 @@ impl Pool {
 
     /// The pod went away before it got a port; whether it was waiting (those behind it move up).
     pub fn forget(&mut self, pod_uid: &str) -> bool {
+        self.refilling.remove(pod_uid);
         let before = self.waiting.len();
         self.waiting.retain(|w| w != pod_uid);
         self.waiting.len() < before
+    }
+
+    /// Waiting pod `pod_uid` runs a refill of its own (`true`) or is back to take (`false`); see
+    /// [`Pool::take`]. A pod not waiting is not marked.
+    pub fn set_refilling(&mut self, pod_uid: &str, refilling: bool) {
+        if !refilling {
+            self.refilling.remove(pod_uid);
+        } else if self.waiting.iter().any(|w| w == pod_uid) {
+            self.refilling.insert(pod_uid.to_owned());
+        }
     }
 
     /// Whether a port coming back from a pod (with SGs `current_sgs`) is kept or deleted.

@@ -196,6 +196,7 @@ pub async fn acquire(
         let reserved = reserve(ctx, target);
         if reserved > 0 {
             rounds += 1;
+            let _refilling = Refilling::new(ctx, &target.key, &pod.uid);
             refill(ctx, driver, target, reserved, &defaults).await?;
             continue;
         }
@@ -205,6 +206,32 @@ pub async fn acquire(
         }
     }
     Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
+}
+
+/// A waiting pod running a refill of its own, until dropped ([`kuryr_core::Pool::set_refilling`]): the
+/// ports that land meanwhile go to the pods behind it, who are woken as one may be theirs now.
+struct Refilling<'a> {
+    ctx: &'a Context,
+    key: &'a PoolKey,
+    pod_uid: &'a str,
+}
+
+impl<'a> Refilling<'a> {
+    fn new(ctx: &'a Context, key: &'a PoolKey, pod_uid: &'a str) -> Self {
+        ctx.pools
+            .with(|p| p.get_mut(key).map(|pool| pool.set_refilling(pod_uid, true)));
+        ctx.pools.changed(key);
+        Self { ctx, key, pod_uid }
+    }
+}
+
+impl Drop for Refilling<'_> {
+    fn drop(&mut self) {
+        self.ctx.pools.with(|p| {
+            p.get_mut(self.key)
+                .map(|pool| pool.set_refilling(self.pod_uid, false))
+        });
+    }
 }
 
 /// A pod in pool `key`'s line ([`kuryr_core::Pool::take`]) until dropped: then it leaves it (a no-op once

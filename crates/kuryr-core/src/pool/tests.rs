@@ -103,6 +103,31 @@ fn landed_ports_go_to_the_pods_waiting_longest() {
 }
 
 #[test]
+fn a_pod_running_its_own_refill_keeps_its_place_but_not_the_ports_landing_meanwhile() {
+    let mut pool = mk_pool(&[]);
+    let default = sgs(&["default"]);
+    assert_eq!(pool.take("first", &default), None);
+    assert_eq!(pool.take("second", &default), None);
+    pool.set_refilling("first", true);
+    // Another refill lands while "first" awaits its own: the port is second's.
+    pool.add_free("p1", default.clone());
+    assert_eq!(
+        pool.take("second", &default).map(|t| t.port_id),
+        Some("p1".into())
+    );
+    assert_eq!(pool.take("third", &default), None);
+    // Back from its refill, "first" is still ahead of "third".
+    pool.set_refilling("first", false);
+    pool.add_free("p2", default.clone());
+    assert_eq!(pool.take("third", &default), None);
+    assert_eq!(pool.take("first", &default).map(|t| t.port_id), Some("p2".into()));
+    // Only a waiting pod is marked.
+    pool.set_refilling("nobody", true);
+    pool.add_free("p3", default.clone());
+    assert_eq!(pool.take("third", &default).map(|t| t.port_id), Some("p3".into()));
+}
+
+#[test]
 fn a_refill_asked_for_while_another_runs_covers_only_the_demand_that_one_does_not() {
     let mut pool = mk_pool(&[]);
     let limits = PoolLimits::default();
