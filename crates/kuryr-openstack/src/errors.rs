@@ -180,6 +180,12 @@ impl Error {
         self.api().is_some_and(|a| a.code == "IpAddressGenerationFailure")
     }
 
+    /// An address given to the request was taken by a create beside it (Neutron's `IpAddressAlreadyAllocated`,
+    /// a 409; [`crate::retry::is_address_race`] on the answer's body).
+    pub fn is_address_race(&self) -> bool {
+        self.api().is_some_and(|a| a.code == crate::retry::ADDRESS_RACE)
+    }
+
     /// Octavia's provider does not support an option of the request (`ProviderUnsupportedOptionError`,
     /// a 501 "Provider 'x' does not support a requested option: ..."; some providers answer 400).
     pub fn is_provider_unsupported(&self) -> bool {

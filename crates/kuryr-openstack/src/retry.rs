@@ -164,7 +164,7 @@ pub fn error_kind(status: u16, body: &[u8]) -> ErrorKind {
         409 => match code.as_str() {
             "OverQuota" => ErrorKind::OverQuota,
             // Not IpAddressInUse: a fixed IP that is taken stays taken.
-            "IpAddressAlreadyAllocated" | "IpAddressGenerationFailure" => ErrorKind::IpamConflict,
+            ADDRESS_RACE | "IpAddressGenerationFailure" => ErrorKind::IpamConflict,
             _ if message.contains("immutable") || message.contains("PENDING_") => ErrorKind::Pending,
             _ => ErrorKind::Conflict,
         },

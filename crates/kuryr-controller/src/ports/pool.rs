@@ -163,7 +163,7 @@ pub async fn acquire(
     ctx.pools.set_target(target);
     let changes = ctx.pools.changes(&target.key);
     // However this ends (a port, an error, the reconcile dropped), the pod leaves the line.
-    let _in_line = InLine {
+    let in_line = InLine {
         ctx,
         key: &target.key,
         pod_uid: &pod.uid,
@@ -196,7 +196,7 @@ pub async fn acquire(
         let reserved = reserve(ctx, target);
         if reserved > 0 {
             rounds += 1;
-            let _refilling = Refilling::new(ctx, &target.key, &pod.uid);
+            let _refilling = in_line.refilling();
             refill(ctx, driver, target, reserved, &defaults).await?;
             continue;
         }
@@ -208,38 +208,29 @@ pub async fn acquire(
     Err(Error::PoolEmpty(format!("{:?}", target.key.parent)))
 }
 
-/// A waiting pod running a refill of its own, until dropped ([`kuryr_core::Pool::set_refilling`]): the
-/// ports that land meanwhile go to the pods behind it, who are woken as one may be theirs now.
-struct Refilling<'a> {
-    ctx: &'a Context,
-    key: &'a PoolKey,
-    pod_uid: &'a str,
-}
-
-impl<'a> Refilling<'a> {
-    fn new(ctx: &'a Context, key: &'a PoolKey, pod_uid: &'a str) -> Self {
-        ctx.pools
-            .with(|p| p.get_mut(key).map(|pool| pool.set_refilling(pod_uid, true)));
-        ctx.pools.changed(key);
-        Self { ctx, key, pod_uid }
-    }
-}
-
-impl Drop for Refilling<'_> {
-    fn drop(&mut self) {
-        self.ctx.pools.with(|p| {
-            p.get_mut(self.key)
-                .map(|pool| pool.set_refilling(self.pod_uid, false))
-        });
-    }
-}
-
 /// A pod in pool `key`'s line ([`kuryr_core::Pool::take`]) until dropped: then it leaves it (a no-op once
 /// it took a port), and the pods behind it are woken, as a free port may now be theirs.
 struct InLine<'a> {
     ctx: &'a Context,
     key: &'a PoolKey,
     pod_uid: &'a str,
+}
+
+impl InLine<'_> {
+    /// The pod runs a refill of its own until the guard is dropped ([`kuryr_core::Pool::set_refilling`]):
+    /// the ports that land meanwhile go to the pods behind it, who are woken as one may be theirs now.
+    fn refilling(&self) -> Refilling<'_, '_> {
+        self.set_refilling(true);
+        self.ctx.pools.changed(self.key);
+        Refilling(self)
+    }
+
+    fn set_refilling(&self, on: bool) {
+        self.ctx.pools.with(|p| {
+            p.get_mut(self.key)
+                .map(|pool| pool.set_refilling(self.pod_uid, on))
+        });
+    }
 }
 
 impl Drop for InLine<'_> {
@@ -251,6 +242,15 @@ impl Drop for InLine<'_> {
         if left {
             self.ctx.pools.changed(self.key);
         }
+    }
+}
+
+/// See [`InLine::refilling`].
+struct Refilling<'l, 'a>(&'l InLine<'a>);
+
+impl Drop for Refilling<'_, '_> {
+    fn drop(&mut self) {
+        self.0.set_refilling(false);
     }
 }
 

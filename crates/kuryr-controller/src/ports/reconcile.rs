@@ -120,13 +120,14 @@ async fn wire(kp: &KuryrPort, ctx: &Arc<Context>, st: &mut KuryrPortStatus, made
         let trunk = default.trunk_id.as_deref();
         podport::delete_duplicates(ctx, &kp.spec.pod_uid, &keep, trunk).await?;
     }
+    let settling = std::time::Instant::now();
     for (ifname, vif) in &mut made.ports {
         *vif = active::settle(ctx, vif.clone()).await;
         set_vif(st, ifname, vif.clone());
     }
     debug!(
         allocate_ms = allocated.as_millis(),
-        settle_ms = (began.elapsed() - allocated).as_millis(),
+        settle_ms = settling.elapsed().as_millis(),
         active = st.all_active(),
         "ports made"
     );

@@ -25,7 +25,6 @@ use serde::Serialize;
 
 use crate::client::{take, Request};
 use crate::errors::{Result, Service};
-use crate::retry::ADDRESS_RACE;
 use crate::Cloud;
 use tracing::debug;
 
@@ -43,65 +42,16 @@ pub(crate) enum OnIpamRace {
     Halve,
 }
 
-/// One bulk POST: where it goes and how its answer is read.
-struct Bulk<'a, Out, F> {
-    cloud: &'a Cloud,
-    op: &'static str,
-    path: &'a str,
-    key: &'a str,
-    id_of: fn(&Out) -> &str,
-    undo: F,
-    on_race: OnIpamRace,
-}
-
-/// `POST <path> {"<key>": [...]}` in the fewest bodies that fit the cloud's request limit ([`crate::fit`]),
-/// all or none: Neutron rolls a failed body back, and when another body fails `undo` deletes what the
-/// ones before made, by the id `id_of` names (its own failures are left to the garbage collector, as the
-/// objects carry our tags). `on_race`: see [`OnIpamRace`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn bulk_post<Req, Out, F, Fut>(
-    cloud: &Cloud,
-    op: &'static str,
-    path: &str,
-    key: &str,
-    reqs: &[Req],
-    id_of: fn(&Out) -> &str,
-    undo: F,
-    on_race: OnIpamRace,
-) -> Result<Vec<Out>>
-where
-    Req: Serialize + Sync,
-    Out: DeserializeOwned + Send,
-    F: Fn(String) -> Fut + Sync,
-    Fut: Future<Output = Result<()>> + Send,
-{
-    let runs = crate::fit::split(
-        reqs,
-        crate::fit::envelope(key),
-        cloud.max_request_body(),
-        Service::Network,
-        op,
-    )?;
-    let bulk = Bulk {
-        cloud,
-        op,
-        path,
-        key,
-        id_of,
-        undo,
-        on_race,
-    };
-    let mut made: Vec<Out> = Vec::with_capacity(reqs.len());
-    for run in runs {
-        match bulk.post(run).await {
-            Ok(objects) => made.extend(objects),
-            Err(e) => {
-                bulk.undo_all(&made).await;
-                return Err(e);
-            }
-        }
-    }
-    Ok(made)
+/// A bulk POST, `POST <path> {"<key>": [...]}`: where it goes, how its answer is read and undone.
+pub(crate) struct Bulk<'a, Out, F> {
+    pub cloud: &'a Cloud,
+    pub op: &'static str,
+    pub path: &'a str,
+    pub key: &'a str,
+    /// The id `undo` deletes an object by.
+    pub id_of: fn(&Out) -> &str,
+    pub undo: F,
+    pub on_race: OnIpamRace,
 }
 
 impl<Out, F, Fut> Bulk<'_, Out, F>
@@ -110,6 +60,30 @@ where
     F: Fn(String) -> Fut + Sync,
     Fut: Future<Output = Result<()>> + Send,
 {
+    /// `reqs` in the fewest bodies that fit the cloud's request limit ([`crate::fit`]), all or none:
+    /// Neutron rolls a failed body back, and when another body fails `undo` deletes what the ones before
+    /// made (its own failures are left to the garbage collector, as the objects carry our tags).
+    pub(crate) async fn post_all<Req: Serialize + Sync>(&self, reqs: &[Req]) -> Result<Vec<Out>> {
+        let runs = crate::fit::split(
+            reqs,
+            crate::fit::envelope(self.key),
+            self.cloud.max_request_body(),
+            Service::Network,
+            self.op,
+        )?;
+        let mut made: Vec<Out> = Vec::with_capacity(reqs.len());
+        for run in runs {
+            match self.post(run).await {
+                Ok(objects) => made.extend(objects),
+                Err(e) => {
+                    self.undo_all(&made).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(made)
+    }
+
     /// One body (halved on an IPAM race when asked: each half posted side by side, all or none).
     fn post<'s, Req: Serialize + Sync>(&'s self, run: &'s [Req]) -> BoxFuture<'s, Result<Vec<Out>>> {
         Box::pin(async move {
@@ -121,7 +95,7 @@ where
             }
             let answer = match self.cloud.execute(req).await {
                 Ok(resp) => resp,
-                Err(e) if halve && e.api().is_some_and(|a| a.code == ADDRESS_RACE) => {
+                Err(e) if halve && e.is_address_race() => {
                     self.cloud.metrics().record_retry(self.op, "ipam_conflict_halved");
                     debug!(
                         op = self.op,

@@ -254,16 +254,16 @@ pub async fn bulk_create(cloud: &Cloud, reqs: &[CreatePort]) -> Result<Vec<Port>
     } else {
         ("neutron.ports.bulk_create", super::OnIpamRace::Halve)
     };
-    let mut made = super::bulk_post(
+    let mut made = super::Bulk {
         cloud,
         op,
-        "ports",
-        "ports",
-        &reqs,
-        |p: &Port| p.id.as_str(),
-        |id| async move { delete(cloud, &id).await },
+        path: "ports",
+        key: "ports",
+        id_of: |p: &Port| p.id.as_str(),
+        undo: |id: String| async move { delete(cloud, &id).await },
         on_race,
-    )
+    }
+    .post_all(&reqs)
     .await?;
     if let Some(tags) = later {
         tag_after(cloud, &mut made, tags).await?;

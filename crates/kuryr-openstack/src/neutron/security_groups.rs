@@ -177,16 +177,16 @@ pub async fn create_rule(cloud: &Cloud, req: &CreateRule) -> Result<SecurityGrou
 /// 409 `SecurityGroupRuleExists`. A body over the cloud's size limit is split into the fewest calls that
 /// fit ([`crate::fit`]); when a later call fails, the rules the earlier ones made are deleted again.
 pub async fn bulk_create_rules(cloud: &Cloud, reqs: &[CreateRule]) -> Result<Vec<SecurityGroupRule>> {
-    super::bulk_post(
+    super::Bulk {
         cloud,
-        "neutron.security_group_rules.bulk_create",
-        "security-group-rules",
-        "security_group_rules",
-        reqs,
-        |r: &SecurityGroupRule| r.id.as_str(),
-        |id| async move { delete_rule(cloud, &id).await },
-        super::OnIpamRace::Retry,
-    )
+        op: "neutron.security_group_rules.bulk_create",
+        path: "security-group-rules",
+        key: "security_group_rules",
+        id_of: |r: &SecurityGroupRule| r.id.as_str(),
+        undo: |id: String| async move { delete_rule(cloud, &id).await },
+        on_race: super::OnIpamRace::Retry,
+    }
+    .post_all(reqs)
     .await
 }
 
