@@ -194,6 +194,13 @@ impl Error {
     }
 }
 
+/// A cached object that does not unpack is a bug of ours, told as one.
+impl From<crate::packed::UnpackError> for Error {
+    fn from(e: crate::packed::UnpackError) -> Self {
+        Error::Unexpected(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kube::runtime::finalizer::Error as FinalizerError;

@@ -26,6 +26,7 @@ pub mod leader;
 pub mod loadbalancers;
 pub mod metrics;
 pub mod networks;
+pub mod packed;
 pub mod pods;
 pub mod policies;
 pub mod ports;

@@ -6,8 +6,9 @@
 //! (see [`pod`]), and likewise of a Service ([`service`], [`policy_service`]) and an EndpointSlice
 //! ([`endpoint_slice`], read as `SlimEndpointSlice`). Writes never send a cached Pod, Service or
 //! EndpointSlice back (finalizers are JSON patches that test the list, a Service's status is a merge patch of
-//! its ingress alone), so nothing dropped here can be erased on the server. A KuryrLoadBalancer keeps all but [`meta`] ([`kuryrloadbalancer`]):
-//! every part of it is read. Those three kinds are also compacted (`compact`): parsing leaves slack.
+//! its ingress alone), so nothing dropped here can be erased on the server. Every part of a KuryrLoadBalancer
+//! is read: its cache keeps it whole but packed instead (`crate::packed`). Services and EndpointSlices are
+//! also compacted (`compact`): parsing leaves slack.
 //!
 //! Measured per object in `tests/footprint.rs` (docs/BENCHMARKS.md, "Scale").
 
@@ -16,7 +17,7 @@ use std::fmt::Debug;
 use kube::runtime::controller::Controller;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kuryr_api::{Api, KuryrLoadBalancer, KuryrPort, ObjectMeta, Resource, SlimEndpointSlice, SlimPod};
+use kuryr_api::{Api, KuryrPort, ObjectMeta, Resource, SlimEndpointSlice, SlimPod};
 use serde::de::DeserializeOwned;
 
 /// Any kind: drops `metadata.managedFields` and `kubectl apply`'s last-applied annotation.
@@ -129,14 +130,6 @@ pub fn endpoint_slice(s: &mut SlimEndpointSlice) {
 pub fn kuryrport(k: &mut KuryrPort) {
     meta(k);
     k.metadata.labels = None;
-    compact(k);
-}
-
-/// A KuryrLoadBalancer: [`meta`], and compacted. Nothing else goes: the front end compares the whole
-/// spec with the one it wants, and a reconcile builds the next status from the cached one and sends it
-/// whole (a merge patch replaces its lists), or skips the write when it is unchanged.
-pub fn kuryrloadbalancer(k: &mut KuryrLoadBalancer) {
-    meta(k);
     compact(k);
 }
 
@@ -416,34 +409,6 @@ mod tests {
             (Some("uid-e"), Some("11"))
         );
         assert!(m.annotations.is_none() && m.owner_references.is_none() && m.generate_name.is_none());
-    }
-
-    #[test]
-    fn a_slim_kuryrloadbalancer_keeps_its_spec_and_status_whole() {
-        let mut k: KuryrLoadBalancer = serde_json::from_value(serde_json::json!({
-            "apiVersion": "openstack.org/v1", "kind": "KuryrLoadBalancer",
-            "metadata": {"name": "web", "namespace": "ns", "uid": "uid-k",
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "uid-s"}],
-                         "managedFields": [{"manager": "kuryr-controller", "operation": "Update"}]},
-            "spec": {"ip": "10.96.0.10", "ports": [{"port": 80, "protocol": "TCP", "targetPort": "8080"}],
-                     "endpointSlices": [{"endpoints": [{"addresses": ["10.0.0.5"]}], "ports": [{"port": 8080}]}]},
-            "status": {"loadbalancer": {"id": "lb", "name": "ns/web", "ip": "10.96.0.10", "port_id": "p",
-                                        "project_id": "pr", "subnet_id": "s"},
-                       "members": [{"id": "m", "ip": "10.0.0.5", "name": "", "pool_id": "po", "port": 8080,
-                                    "project_id": "pr", "subnet_id": "s"}],
-                       "observedGeneration": 1}
-        }))
-        .unwrap();
-        let (spec, status, meta_before) = (k.spec.clone(), k.status.clone(), k.metadata.clone());
-        kuryrloadbalancer(&mut k);
-        assert_eq!((k.spec, k.status), (spec, status));
-        assert_eq!(
-            k.metadata,
-            ObjectMeta {
-                managed_fields: None,
-                ..meta_before
-            }
-        );
     }
 
     #[test]

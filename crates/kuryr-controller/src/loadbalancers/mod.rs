@@ -41,6 +41,7 @@ use round::Next;
 pub use service::owner;
 
 use crate::errors::{Error, Result};
+use crate::packed::Packed;
 use crate::services::context::LbContext;
 use crate::toolkit::{Reconciled, Uid};
 
@@ -48,13 +49,18 @@ pub const CONTROLLER: &str = "kuryrloadbalancer";
 /// Next look at a KuryrLoadBalancer of a namespace this controller does not select (it may be labelled in).
 const OTHERS_RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
 
-impl Reconciled for KuryrLoadBalancer {
+/// A KuryrLoadBalancer as its cache holds it: packed (crate::packed), unpacked by each reconcile and by the
+/// front end's spec comparison.
+pub type CachedKlb = Packed<KuryrLoadBalancer>;
+
+impl Reconciled for CachedKlb {
     const CONTROLLER: &'static str = CONTROLLER;
 }
 
-#[instrument(skip(klb, ctx), fields(namespace = klb.namespace(), name = klb.name_any()))]
-pub async fn reconcile(klb: Arc<KuryrLoadBalancer>, ctx: Arc<LbContext>) -> Result<Action> {
+#[instrument(skip(cached, ctx), fields(namespace = cached.namespace(), name = cached.name_any()))]
+pub async fn reconcile(cached: Arc<CachedKlb>, ctx: Arc<LbContext>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
+    let klb = Arc::new(cached.unpack()?);
     let ns = klb.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     if !ctx.serves(&ns, &klb.name_any()).await? {
         // Another controller's namespace (`--namespace-selector`): no load balancer, status or finalizer.

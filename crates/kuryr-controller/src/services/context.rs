@@ -15,7 +15,9 @@ use kuryr_openstack::Cloud;
 
 use super::member_subnets::SubnetBook;
 use crate::config::services::{DefaultKubernetes, ServicesConfig};
+use crate::errors::Result;
 use crate::loadbalancers::observer::Observer;
+use crate::loadbalancers::CachedKlb;
 use crate::metrics::Metrics;
 use crate::scope::Selection;
 use crate::toolkit::{lock, Events, Ledger, Reconciler};
@@ -33,7 +35,7 @@ pub struct LbContext {
     pub ledger: Ledger,
     /// Every EndpointSlice in scope, fed by a watch.
     pub slices: Store<SlimEndpointSlice>,
-    pub klbs: Store<KuryrLoadBalancer>,
+    pub klbs: Store<CachedKlb>,
     /// The Namespaces' metadata, fed by a watch: whether one is being deleted.
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// Neutron's subnets, for the subnet members are declared on.
@@ -72,7 +74,7 @@ impl LbContext {
         config: ServicesConfig,
         metrics: Metrics,
         slices: Store<SlimEndpointSlice>,
-        klbs: Store<KuryrLoadBalancer>,
+        klbs: Store<CachedKlb>,
     ) -> Self {
         let schedule = Schedule::new(ScheduleConfig {
             poll_min: config.poll_min,
@@ -139,8 +141,10 @@ impl LbContext {
         self.selection.selects(&self.client, ns).await
     }
 
-    pub fn klb(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrLoadBalancer>> {
-        self.klbs.get(&ObjectRef::new(name).within(namespace))
+    /// The cached KuryrLoadBalancer, unpacked.
+    pub fn klb(&self, namespace: &str, name: &str) -> Result<Option<KuryrLoadBalancer>> {
+        let cached = self.klbs.get(&ObjectRef::new(name).within(namespace));
+        Ok(cached.map(|k| k.unpack()).transpose()?)
     }
 
     /// The load balancer schedule; never hold the guard across an await.

@@ -93,7 +93,7 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<LbContext>) -> Result<Action>
         .as_ref()
         .and_then(|s| s.selector.as_ref())
         .is_some_and(|s| !s.is_empty());
-    let existing = ctx.klb(&ns, &name);
+    let existing = ctx.klb(&ns, &name)?;
     if existing.is_none() && has_selector && !have_endpoints && young(&svc) {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }

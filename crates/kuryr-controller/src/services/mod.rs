@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller;
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kuryr_api::{Api, KuryrLoadBalancer, Namespace, Service, SlimEndpointSlice};
@@ -28,7 +28,7 @@ pub use config::{DefaultKubernetes, ServicesConfig};
 pub use context::LbContext;
 
 use crate::config::Config;
-use crate::loadbalancers;
+use crate::loadbalancers::{self, CachedKlb};
 use crate::metrics::Metrics;
 use crate::scope::Selection;
 use crate::shutdown::run_controller;
@@ -45,6 +45,15 @@ pub fn service_of(slice: &SlimEndpointSlice) -> Option<ObjectRef<Service>> {
     let ns = slice.metadata.namespace.as_deref()?;
     let svc = slice.service_name.as_deref()?;
     Some(ObjectRef::new(svc).within(ns))
+}
+
+/// The observer names a load balancer's KuryrLoadBalancer; its controller's cache holds it packed.
+fn cached_ref(r: ObjectRef<KuryrLoadBalancer>) -> ObjectRef<CachedKlb> {
+    let cached = ObjectRef::new(&r.name);
+    match r.namespace.as_deref() {
+        Some(ns) => cached.within(ns),
+        None => cached,
+    }
 }
 
 /// What one pair of Service / KuryrLoadBalancer controllers watches.
@@ -151,7 +160,8 @@ async fn serve(
     let svc_api: Api<Service> = scope.api(&client);
     let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
     // Caches fed slimmed objects (see crate::slim).
-    let mut klb_controller = slim::controller(klb_api.clone(), scope.objects(), slim::kuryrloadbalancer)
+    // KuryrLoadBalancers are read straight into their packed form (crate::packed).
+    let mut klb_controller = Controller::new(scope.api::<CachedKlb>(&client), scope.objects())
         .with_config(controller::Config::default().concurrency(KLB_CONCURRENCY));
     // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
     // request's worth of memory; it only writes to the apiserver.
@@ -192,7 +202,7 @@ async fn serve(
         .with_namespaces(ns_store),
     );
     // Reconciles are woken by the observer's listings rather than polling their load balancer.
-    klb_controller = klb_controller.reconcile_on(ctx.observer.wakes());
+    klb_controller = klb_controller.reconcile_on(ctx.observer.wakes().map(cached_ref));
     let span =
         |kind: &'static str| info_span!("controller", kind, namespace = ?scope.namespace, name = ?scope.name);
     let observe = loadbalancers::ticks::run(ctx.clone(), shutdown.clone()).instrument(span("observer"));

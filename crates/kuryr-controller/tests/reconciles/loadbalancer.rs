@@ -19,7 +19,7 @@ use kuryr_api::k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, E
 use kuryr_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kuryr_api::slim_slice::SlimEndpointPort;
 use kuryr_api::{KuryrLoadBalancer, ObjectMeta, ResourceExt, Service, SlimEndpointSlice};
-use kuryr_controller::loadbalancers;
+use kuryr_controller::loadbalancers::{self, CachedKlb};
 use kuryr_controller::metrics::Metrics;
 use kuryr_controller::scope::Selection;
 use kuryr_controller::services::{frontend, LbContext, ServicesConfig};
@@ -39,7 +39,7 @@ pub(crate) struct Lb {
     pub(crate) ctx: Arc<LbContext>,
     pub(crate) api: ApiServer,
     pub(crate) slices: Writer<SlimEndpointSlice>,
-    pub(crate) klbs: Writer<KuryrLoadBalancer>,
+    pub(crate) klbs: Writer<CachedKlb>,
     pub(crate) namespaces: Writer<PartialObjectMeta<kuryr_api::Namespace>>,
 }
 
@@ -257,9 +257,14 @@ impl Lb {
         serde_json::from_value(self.api.get(&Self::klb_path()).expect("the front end wrote it")).unwrap()
     }
 
+    /// The KuryrLoadBalancer as its watch reads it: packed.
+    fn cached_klb(&self) -> CachedKlb {
+        serde_json::from_value(self.api.get(&Self::klb_path()).expect("the front end wrote it")).unwrap()
+    }
+
     /// One KuryrLoadBalancer reconcile on the object as the API server holds it (the watch's view).
     async fn round(&mut self) -> KuryrLoadBalancer {
-        let klb = self.klb();
+        let klb = self.cached_klb();
         self.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
         loadbalancers::reconcile(Arc::new(klb), self.ctx.clone())
             .await
@@ -272,7 +277,7 @@ impl Lb {
     async fn rounds_until_ready(&mut self, rounds: usize) -> bool {
         let mut failed = false;
         for _ in 0..rounds {
-            let klb = self.klb();
+            let klb = self.cached_klb();
             self.klbs.apply_watcher_event(&watcher::Event::Apply(klb.clone()));
             failed |= loadbalancers::reconcile(Arc::new(klb), self.ctx.clone())
                 .await
@@ -963,7 +968,8 @@ async fn a_service_carries_no_finalizer_and_a_namesakes_leftover_load_balancer_g
     let mut again = service("ClusterIP");
     again.metadata.uid = Some("uid-new-service".into());
     lb.api.put(&Lb::svc_path(), &again);
-    lb.klbs.apply_watcher_event(&watcher::Event::Apply(old.clone()));
+    lb.klbs
+        .apply_watcher_event(&watcher::Event::Apply(CachedKlb::pack(old.clone()).unwrap()));
     let again: Service = serde_json::from_value(lb.api.get(&Lb::svc_path()).unwrap()).unwrap();
     let action = frontend::reconcile(Arc::new(again), lb.ctx.clone())
         .await

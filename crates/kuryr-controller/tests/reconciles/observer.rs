@@ -13,7 +13,7 @@ use kube::runtime::watcher;
 use kuryr_api::conditions::{is_condition_true, READY};
 use kuryr_api::{KuryrLoadBalancer, Service};
 use kuryr_cloudsim::Profile;
-use kuryr_controller::loadbalancers::{self, ticks};
+use kuryr_controller::loadbalancers::{self, ticks, CachedKlb};
 use kuryr_controller::services::frontend;
 use kuryr_core::lb::WakeReason;
 use kuryr_openstack::octavia::{listeners, members};
@@ -45,7 +45,8 @@ fn klb(lb: &Lb, name: &str) -> KuryrLoadBalancer {
 
 /// One reconcile of `name` as the API server holds it.
 async fn round(lb: &mut Lb, name: &str) -> KuryrLoadBalancer {
-    let k = klb(lb, name);
+    let k: CachedKlb =
+        serde_json::from_value(lb.api.get(&klb_path(name)).expect("the front end wrote it")).unwrap();
     lb.klbs.apply_watcher_event(&watcher::Event::Apply(k.clone()));
     loadbalancers::reconcile(Arc::new(k), lb.ctx.clone())
         .await
