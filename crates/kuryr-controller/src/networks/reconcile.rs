@@ -51,8 +51,13 @@ pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Actio
             Finalizer::Cleanup(kn) => cleanup(&kn, &ctx).await,
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
+    .await;
+    let result = match result {
+        Err(e) if crate::toolkit::finalizer::add_refused_as_stale(&e) => {
+            Ok(Action::requeue(crate::toolkit::finalizer::LOOK_AGAIN))
+        }
+        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
+    };
     match &result {
         Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kn, &ctx, e).await,

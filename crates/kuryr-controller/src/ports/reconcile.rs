@@ -54,8 +54,13 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
             Finalizer::Cleanup(kp) => Box::pin(cleanup(&kp, &ctx)).await,
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
+    .await;
+    let result = match result {
+        Err(e) if crate::toolkit::finalizer::add_refused_as_stale(&e) => {
+            Ok(Action::requeue(crate::toolkit::finalizer::LOOK_AGAIN))
+        }
+        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
+    };
     match &result {
         Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kp, &ctx, e).await,

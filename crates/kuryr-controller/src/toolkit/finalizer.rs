@@ -37,6 +37,18 @@ where
     }
 }
 
+/// When kube's `finalizer` helper could not add its finalizer because the list on the server is not the
+/// one the cached object shows (its patch's `test` failed, 422), the reconcile looks again after this,
+/// without counting a failure: mostly a watch cache behind the helper's own add of a moment ago (a second
+/// trigger that came while the first reconcile ran: ~1 in 20 KuryrLoadBalancers at 2,000 Services), whose
+/// event usually wakes the reconcile sooner.
+pub const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether `e` is kube's `finalizer` helper refused as [`LOOK_AGAIN`] says.
+pub fn add_refused_as_stale<E: std::error::Error + 'static>(e: &kube::runtime::finalizer::Error<E>) -> bool {
+    matches!(e, kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(s)) if s.code == 422)
+}
+
 /// Removes `finalizer`; done when the object does not show it or is gone.
 pub async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<()>
 where
