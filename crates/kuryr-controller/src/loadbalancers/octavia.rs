@@ -87,16 +87,18 @@ fn assemble(lb: &LoadBalancer, found: Vec<Listener>, pools: Vec<PoolParts>) -> O
         };
         let key = ListenerKey::new(proto, l.protocol_port);
         by_listener.insert(l.id.clone(), key);
+        // Boxed: a map's node has room for 11 entries, and a listener inline is 352 bytes (a 4 KB node
+        // for one or two listeners, per load balancer the observer's listing holds).
         listeners.insert(
             key,
-            ObservedListener {
+            Box::new(ObservedListener {
                 id: l.id,
                 name: l.name,
                 timeout_client_data: l.timeout_client_data,
                 timeout_member_data: l.timeout_member_data,
                 allowed_cidrs: l.allowed_cidrs.unwrap_or_default(),
                 pool: None,
-            },
+            }),
         );
     }
     let mut orphan_pools = Vec::new();

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kuryr_core::lb::{ObservedLb, Part, ProvisioningStatus, Sighting};
+use kuryr_core::lb::{AttrsDigest, ObservedLb, Part, ProvisioningStatus, Sighting};
 use kuryr_openstack::octavia::cluster::Listing;
 use kuryr_openstack::octavia::healthmonitors::HealthMonitor;
 use kuryr_openstack::octavia::listeners::Listener;
@@ -21,7 +21,7 @@ fn part<T: Serialize>(status: &str, mut blank: T, clear: impl FnOnce(&mut T)) ->
     clear(&mut blank);
     Part {
         status: ProvisioningStatus::parse(status),
-        attrs: serde_json::to_string(&blank).unwrap_or_default(),
+        attrs: AttrsDigest::of(&serde_json::to_vec(&blank).unwrap_or_default()),
     }
 }
 

@@ -350,7 +350,11 @@ async fn a_round_on_a_cache_behind_its_own_finalizer_looks_again_without_failing
     lb.service_with("ClusterIP", &["10.10.0.50"]).await;
     let before_finalizer = lb.cached_klb();
     lb.round().await;
-    assert!(lb.klb().finalizers().iter().any(|f| f.starts_with("kuryr.openstack.org/")));
+    assert!(lb
+        .klb()
+        .finalizers()
+        .iter()
+        .any(|f| f.starts_with("kuryr.openstack.org/")));
     let events = lb.api.event_reasons().len();
 
     let action = loadbalancers::reconcile(Arc::new(before_finalizer), lb.ctx.clone())

@@ -13,7 +13,7 @@ fn index() -> LbIndex<&'static str> {
 fn part(status: &str, attrs: &str) -> Part {
     Part {
         status: ProvisioningStatus::parse(status),
-        attrs: attrs.to_owned(),
+        attrs: AttrsDigest::of(attrs.as_bytes()),
     }
 }
 

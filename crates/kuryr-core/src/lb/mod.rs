@@ -43,7 +43,7 @@ pub use allow::{claim_floating_ip, enforce, AllowList, Enforced, ExistingFip, Fi
 pub use desired::{desired_lb, OctaviaCaps, ProviderFeature};
 pub use fit::{Fit, Unlimited};
 pub use health::{assess, Assessment, ProvisioningStatus, RepairKind};
-pub use index::{IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
+pub use index::{AttrsDigest, IndexConfig, LbIndex, Part, Sighting, Wake, WakeReason};
 pub use landing::cleanup_hold;
 pub use model::{
     AdditionalVip, DesiredHm, DesiredLb, DesiredListener, DesiredPool, ListenerKey, MemberKey, MemberSubnets,

@@ -193,7 +193,7 @@ pub struct ObservedLb {
     pub vip_port_id: String,
     /// The additional VIPs' addresses, sorted.
     pub additional_vips: Vec<String>,
-    pub listeners: BTreeMap<ListenerKey, ObservedListener>,
+    pub listeners: BTreeMap<ListenerKey, Box<ObservedListener>>,
     /// Pools attached to no listener (e.g. left by an interrupted listener delete).
     pub orphan_pools: Vec<String>,
 }

@@ -618,7 +618,7 @@ fn observed_from(lb: &DesiredLb) -> ObservedLb {
             .map(|(k, l)| {
                 (
                     *k,
-                    ObservedListener {
+                    Box::new(ObservedListener {
                         id: format!("l{}", k.port),
                         name: l.name.clone(),
                         timeout_client_data: l.timeout_client_data,
@@ -640,7 +640,7 @@ fn observed_from(lb: &DesiredLb) -> ObservedLb {
                                 spec,
                             }),
                         }),
-                    },
+                    }),
                 )
             })
             .collect(),
