@@ -451,9 +451,7 @@ impl Args {
             tracing::warn!("{w}");
         }
         let lease = kube::Client::try_from(config.clone())?;
-        let work = kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&kube_in_flight(self.kube_api_concurrency))
-            .build();
+        let work = crate::kube_client::build(config, self.kube_api_concurrency)?;
         Ok((work, lease))
     }
 
@@ -596,12 +594,6 @@ async fn shutdown_signal() {
     }
 }
 
-/// At most `n` Kubernetes API requests in flight; the others wait in the client (kube's `Buffer`) in turn.
-/// A watch holds its place only until its answer begins.
-fn kube_in_flight(n: u16) -> tower::limit::ConcurrencyLimitLayer {
-    tower::limit::ConcurrencyLimitLayer::new(n.into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,7 +634,7 @@ mod tests {
         let (svc, mut server) =
             tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
         let client = kube::client::ClientBuilder::new(svc, "default")
-            .with_layer(&kube_in_flight(2))
+            .with_layer(&crate::kube_client::in_flight_limit(2))
             .build();
         let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
         let gets: Vec<_> = (0..3)

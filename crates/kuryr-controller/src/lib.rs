@@ -22,6 +22,7 @@ pub mod config_file;
 pub mod context;
 pub mod errors;
 pub mod gc;
+pub mod kube_client;
 pub mod leader;
 pub mod loadbalancers;
 pub mod metrics;

@@ -1,0 +1,62 @@
+//! The controllers' Kubernetes client: kube's own stack (base URI, retries of the API server's 429/503/504,
+//! auth, extra headers; TLS and the kubeconfig's timeouts on the connector) over a hyper client whose
+//! pool keeps fewer idle connections, each with a smaller read buffer, and at most `in_flight` requests at
+//! once. kube's `ClientBuilder` sets neither pool option.
+//!
+//! Why: an HTTP/1 connection keeps the read buffer it grew to (up to ~400 KB: hyper's default) for its
+//! life, and the pool kept every connection a burst opened (up to `--kube-api-concurrency`, 64): a heap
+//! profile at 10,000 pods / 2,000 Services held 22 MB of such buffers (docs/BENCHMARKS.md, issue 37).
+//! A list page or a watch event larger than the buffer is read in more turns, not refused.
+
+use std::time::Duration;
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::retry::RetryPolicy;
+use kube::client::ConfigExt;
+use tower::retry::RetryLayer;
+use tower::ServiceBuilder;
+
+/// Idle connections the pool keeps to the API server; a burst opens more, closed as they fall idle.
+pub const IDLE_CONNECTIONS: usize = 8;
+/// How long an idle connection is kept.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most a connection's read buffer grows to (hyper: at least 8 KB).
+pub const READ_BUFFER: usize = 64 * 1024;
+
+/// At most `n` Kubernetes API requests in flight; the others wait in the client (kube's `Buffer`) in turn.
+/// A watch holds its place only until its answer begins.
+pub fn in_flight_limit(n: u16) -> tower::limit::ConcurrencyLimitLayer {
+    tower::limit::ConcurrencyLimitLayer::new(n.into())
+}
+
+/// The client for `config`, at most `in_flight` requests at once (the others wait in the client's queue).
+pub fn build(config: kube::Config, in_flight: u16) -> kube::Result<kube::Client> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let http_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .http1_max_buf_size(READ_BUFFER)
+            .build(connector);
+    let service = ServiceBuilder::new()
+        .layer(in_flight_limit(in_flight))
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(http_client);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
