@@ -4,9 +4,11 @@
 //! once. kube's `ClientBuilder` sets neither pool option.
 //!
 //! Why: an HTTP/1 connection keeps the read buffer it grew to (up to ~400 KB: hyper's default) for its
-//! life, and the pool kept every connection a burst opened (up to `--kube-api-concurrency`, 64): a heap
-//! profile at 10,000 pods / 2,000 Services held 22 MB of such buffers (docs/BENCHMARKS.md, issue 37).
-//! A list page or a watch event larger than the buffer is read in more turns, not refused.
+//! life in the pool, and a burst opens up to `--kube-api-concurrency` (64) of them: a heap profile at
+//! 10,000 pods / 2,000 Services held 22 MB of such buffers (docs/BENCHMARKS.md, issue 37). A list page or
+//! a watch event larger than the buffer is read in more turns, not refused. The pool still keeps as many
+//! idle connections as may be in flight: keeping 8 made a pools burst open (and TLS-handshake) new ones
+//! throughout, its p50 5.36 s against 3.95 s keeping 64 (bench/results 20261130T143109Z, …T143905Z).
 
 use std::time::Duration;
 
@@ -17,8 +19,6 @@ use kube::client::ConfigExt;
 use tower::retry::RetryLayer;
 use tower::ServiceBuilder;
 
-/// Idle connections the pool keeps to the API server; a burst opens more, closed as they fall idle.
-pub const IDLE_CONNECTIONS: usize = 8;
 /// How long an idle connection is kept.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most a connection's read buffer grows to (hyper: at least 8 KB).
@@ -42,7 +42,7 @@ pub fn build(config: kube::Config, in_flight: u16) -> kube::Result<kube::Client>
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
     let http_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
         hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(IDLE_CONNECTIONS)
+            .pool_max_idle_per_host(in_flight.into())
             .pool_idle_timeout(IDLE_TIMEOUT)
             .http1_max_buf_size(READ_BUFFER)
             .build(connector);
