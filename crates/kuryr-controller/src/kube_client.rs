@@ -1,7 +1,7 @@
 //! The controllers' Kubernetes client: kube's own stack (base URI, retries of the API server's 429/503/504,
 //! auth, extra headers; TLS and the kubeconfig's timeouts on the connector) over a hyper client whose
-//! pool keeps fewer idle connections, each with a smaller read buffer, and at most `in_flight` requests at
-//! once. kube's `ClientBuilder` sets neither pool option.
+//! connections read into smaller buffers and close after [`IDLE_TIMEOUT`] idle, with at most `in_flight`
+//! requests at once. kube's `ClientBuilder` sets neither option.
 //!
 //! Why: an HTTP/1 connection keeps the read buffer it grew to (up to ~400 KB: hyper's default) for its
 //! life in the pool, and a burst opens up to `--kube-api-concurrency` (64) of them: a heap profile at

@@ -159,11 +159,10 @@ async fn serve(
 ) {
     let svc_api: Api<Service> = scope.api(&client);
     let klb_api: Api<KuryrLoadBalancer> = scope.api(&client);
-    // Caches fed slimmed objects (see crate::slim).
     // KuryrLoadBalancers are read straight into their packed form (crate::packed).
     let mut klb_controller = Controller::new(scope.api::<CachedKlb>(&client), scope.objects())
         .with_config(controller::Config::default().concurrency(KLB_CONCURRENCY));
-    // Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
+    // Services are fed slimmed (crate::slim). Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
     // request's worth of memory; it only writes to the apiserver.
     let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::service)
         .owns(klb_api, scope.objects())
