@@ -31,7 +31,7 @@ use kuryr_api::{finalizers, Api, KuryrLoadBalancer, Resource, ResourceExt};
 use kuryr_core::lb::{cleanup_hold, ProvisioningStatus};
 use kuryr_openstack::octavia::loadbalancers;
 use kuryr_openstack::waiter;
-use tracing::{debug, info, instrument, warn};
+use tracing::{info, instrument, warn};
 
 use converge::{converge, Converged};
 use create::create;
@@ -76,15 +76,11 @@ pub async fn reconcile(cached: Arc<CachedKlb>, ctx: Arc<LbContext>) -> Result<Ac
     })
     .await;
     let result = match result {
-        Err(e) if crate::toolkit::finalizer::add_refused_as_stale(&e) => {
-            debug!("finalizer list changed since the cached object: looking again");
-            Ok(Action::requeue(crate::toolkit::finalizer::LOOK_AGAIN))
-        }
         // Already gone: an earlier round removed the finalizer and the object went.
         Err(kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s))) if s.code == 404 => {
             Ok(Action::await_change())
         }
-        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
+        other => crate::toolkit::finalizer::outcome(other),
     };
     match &result {
         Ok(_) => ctx.ledger.succeeded(&uid),

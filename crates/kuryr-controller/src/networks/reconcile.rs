@@ -52,12 +52,7 @@ pub async fn reconcile(kn: Arc<KuryrNetwork>, ctx: Arc<Context>) -> Result<Actio
         }
     })
     .await;
-    let result = match result {
-        Err(e) if crate::toolkit::finalizer::add_refused_as_stale(&e) => {
-            Ok(Action::requeue(crate::toolkit::finalizer::LOOK_AGAIN))
-        }
-        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
-    };
+    let result = crate::toolkit::finalizer::outcome(result);
     match &result {
         Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kn, &ctx, e).await,

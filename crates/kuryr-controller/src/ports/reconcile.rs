@@ -55,12 +55,7 @@ pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> 
         }
     })
     .await;
-    let result = match result {
-        Err(e) if crate::toolkit::finalizer::add_refused_as_stale(&e) => {
-            Ok(Action::requeue(crate::toolkit::finalizer::LOOK_AGAIN))
-        }
-        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
-    };
+    let result = crate::toolkit::finalizer::outcome(result);
     match &result {
         Ok(_) => ctx.ledger.succeeded(&uid),
         Err(e) => report(&kp, &ctx, e).await,

@@ -162,8 +162,8 @@ async fn serve(
     // KuryrLoadBalancers are read straight into their packed form (crate::packed).
     let mut klb_controller = Controller::new(scope.api::<CachedKlb>(&client), scope.objects())
         .with_config(controller::Config::default().concurrency(KLB_CONCURRENCY));
-    // Services are fed slimmed (crate::slim). Bounded: after a restart every Service is due at once, and each reconcile in flight holds a kube
-    // request's worth of memory; it only writes to the apiserver.
+    // Services are fed slimmed (crate::slim). Bounded: after a restart every Service is due at once, and
+    // each reconcile in flight holds a kube request's worth of memory; it only writes to the apiserver.
     let mut svc_controller = slim::controller(svc_api, scope.objects(), slim::service)
         .owns(klb_api, scope.objects())
         .with_config(controller::Config::default().concurrency(SERVICE_CONCURRENCY));

@@ -2,6 +2,7 @@
 //! writer's finalizer is never lost: the API server refuses the patch instead (422) and we look again.
 
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -44,9 +45,18 @@ where
 /// event usually wakes the reconcile sooner.
 pub const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Whether `e` is kube's `finalizer` helper refused as [`LOOK_AGAIN`] says.
-pub fn add_refused_as_stale<E: std::error::Error + 'static>(e: &kube::runtime::finalizer::Error<E>) -> bool {
-    matches!(e, kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(s)) if s.code == 422)
+/// A reconcile's result from kube's `finalizer` helper: a refused add (see [`LOOK_AGAIN`]) is a look again,
+/// any other error is `Error::Finalizer`.
+pub fn outcome(
+    result: std::result::Result<Action, kube::runtime::finalizer::Error<Error>>,
+) -> Result<Action> {
+    match result {
+        Err(kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(s))) if s.code == 422 => {
+            tracing::debug!("finalizer list changed since the cached object: looking again");
+            Ok(Action::requeue(LOOK_AGAIN))
+        }
+        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
+    }
 }
 
 /// Removes `finalizer`; done when the object does not show it or is gone.
