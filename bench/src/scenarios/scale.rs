@@ -24,15 +24,9 @@ pub struct ScaleOpts {
     pub timeout: Duration,
 }
 
-/// Measures and hands the record to `out` (the run's sink, which saves the result file) *before* the
-/// session's teardown: removing 10k pods and their KuryrPorts takes minutes, and a teardown that is cut
-/// short or fails must not take the figures with it. `out`'s error is returned after the teardown.
-pub async fn run(
-    s: &Settings,
-    spec: Spec,
-    o: &ScaleOpts,
-    mut out: impl FnMut(Record) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+/// Measures, tears the session down and returns the record. The teardown cannot take the figures with it:
+/// it only logs what it fails to remove, and is bounded (`kubeenv::TEARDOWN_LIMIT`).
+pub async fn run(s: &Settings, spec: Spec, o: &ScaleOpts) -> Record {
     let variant = spec.variant();
     let implementation = spec.implementation;
     let not_run = |e: anyhow::Error| {
@@ -45,16 +39,16 @@ pub async fn run(
     };
     let mut session = match Session::start(s, spec).await {
         Ok(session) => session,
-        Err(e) => return out(not_run(e)),
+        Err(e) => return not_run(e),
     };
-    let saved = out(scale(s, &mut session, o).await.unwrap_or_else(not_run));
+    let record = scale(s, &mut session, o).await.unwrap_or_else(not_run);
     // No drain: releasing 10k ports one pod at a time is not measured here and would take minutes; the
     // emulated cloud goes with the session and finish() strips the finalizers the stopped controller
     // leaves (bounded by kubeenv::TEARDOWN_LIMIT).
     let t = Instant::now();
     session.finish().await;
     eprintln!("scale: teardown took {:.1} s", t.elapsed().as_secs_f64());
-    saved
+    record
 }
 
 fn service(name: &str) -> Service {
