@@ -1,7 +1,7 @@
 //! The `Cloud` handle and the one path every call takes: the service's rate limiter, concurrency cap,
 //! token, HTTP, metrics, retry classification, backoff.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -20,6 +20,7 @@ use crate::errors::{ApiFailure, Error, Result, Service};
 use crate::gate::Gate;
 use crate::metrics::{CallObserver, Metrics};
 use crate::neutron::extensions::NeutronFeatures;
+use crate::neutron::races::RaceRate;
 use crate::octavia::features::OctaviaFeatures;
 use crate::page::{self, Page};
 use crate::retry::{self, classify, Decision, ErrorKind, Outcome, RetryPolicy, RetryReason, TransportKind};
@@ -42,6 +43,8 @@ struct Inner {
     insecure_tls: bool,
     max_request_body: usize,
     request_timeout: Duration,
+    /// What bulk port creates have lately shown of address races (sizes their bodies).
+    address_races: Mutex<RaceRate>,
 }
 
 impl std::fmt::Debug for Cloud {
@@ -185,6 +188,7 @@ impl Cloud {
                 insecure_tls: tls.insecure,
                 max_request_body: config.max_request_body,
                 request_timeout: config.request_timeout,
+                address_races: Mutex::default(),
             }),
         })
     }
@@ -192,6 +196,11 @@ impl Cloud {
     /// The cloud's request body limit, in bytes: what bulk bodies are split to fit ([`crate::fit`]).
     pub fn max_request_body(&self) -> usize {
         self.inner.max_request_body
+    }
+
+    /// `f` on what bulk port creates have lately shown of address races.
+    pub(crate) fn address_races<T>(&self, f: impl FnOnce(&mut RaceRate) -> T) -> T {
+        f(&mut self.inner.address_races.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// How long one HTTP request may take: also how long a request whose client died may still be carried

@@ -441,6 +441,52 @@ async fn a_bulk_refused_for_an_ipam_race_is_posted_again_as_two_halves() {
 }
 
 #[tokio::test]
+async fn after_races_a_large_body_is_posted_as_parts_at_once() {
+    let env = start(Profile::zero()).await;
+    let cloud = Cloud::connect(env.config("sim").with_retry(fast_retry()))
+        .await
+        .unwrap();
+    let (net, sub) = net_and_subnet(&cloud, "10.6.0.0/24").await;
+    // The body and both its halves race: the quarters land.
+    for _ in 0..3 {
+        env.sim.add_fault(FaultRule {
+            op: "neutron.ports.bulk_create".into(),
+            count: Some(1),
+            status: Some(409),
+            kind: Some("IpAddressAlreadyAllocated".to_owned()),
+            ..FaultRule::default()
+        });
+    }
+    let reqs = vec![CreatePort::on_subnet(&net, &sub); 8];
+    assert_eq!(ports::bulk_create(&cloud, &reqs).await.unwrap().len(), 8);
+    let mut first = bulk_bodies(&env);
+    first.sort_unstable();
+    assert_eq!(
+        first,
+        vec![
+            (2, 201),
+            (2, 201),
+            (2, 201),
+            (2, 201),
+            (4, 409),
+            (4, 409),
+            (8, 409)
+        ]
+    );
+    // Three races in 17.5 ports exposed (a refused body of n: (n + 1) / 2) and the 10 counted without:
+    // ~11 % a port, so a body of more than 6 would likely be refused. The next 8 go as 6 + 2 at once, not
+    // as one body first.
+    assert_eq!(ports::bulk_create(&cloud, &reqs).await.unwrap().len(), 8);
+    let mut second = bulk_bodies(&env).split_off(first.len());
+    second.sort_unstable();
+    assert_eq!(second, vec![(2, 201), (6, 201)]);
+    let listed = ports::list(&cloud, Filter::new().eq("network_id", &net))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 16);
+}
+
+#[tokio::test]
 async fn a_single_port_racing_for_its_address_is_retried_as_before() {
     let race = (409, Some("IpAddressAlreadyAllocated"));
     let (env, cloud, _net, made) = bulk_of(1, &[race]).await;

@@ -7,6 +7,7 @@ pub mod floating_ips;
 pub mod networks;
 pub mod ports;
 pub mod quotas;
+pub(crate) mod races;
 pub mod routers;
 pub mod security_groups;
 pub mod subnetpools;
@@ -17,6 +18,7 @@ pub mod trunks;
 pub use extensions::NeutronFeatures;
 
 use std::future::Future;
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use reqwest::Method;
@@ -38,7 +40,8 @@ pub(crate) enum OnIpamRace {
     /// client as usual. One racing address then costs a retry of half the objects, not all of them (a
     /// 10-port body at ~10 % per port races more often than not). `IpAddressGenerationFailure` (no address
     /// left, or a race for the last ones) is retried whole: halving a full subnet's body down to single
-    /// ports would only multiply the refusals.
+    /// ports would only multiply the refusals. The outcomes teach the cloud's [`races::RaceRate`], and a
+    /// body larger than one that lands more often than not at that rate is posted as such parts at once.
     Halve,
 }
 
@@ -84,16 +87,41 @@ where
         Ok(made)
     }
 
-    /// One body (halved on an IPAM race when asked: each half posted side by side, all or none).
+    /// One body (halved on an IPAM race when asked: each half posted side by side, all or none; posted as
+    /// parts at once from the start when the races seen lately say a body this large would likely be
+    /// refused).
     fn post<'s, Req: Serialize + Sync>(&'s self, run: &'s [Req]) -> BoxFuture<'s, Result<Vec<Out>>> {
         Box::pin(async move {
             let halve = self.on_race == OnIpamRace::Halve && run.len() > 1;
+            if halve {
+                let part = self
+                    .cloud
+                    .address_races(|r| r.part_size(run.len(), Instant::now()));
+                if part < run.len() {
+                    debug!(
+                        op = self.op,
+                        objects = run.len(),
+                        part,
+                        "IPAM races seen lately: posting the body in parts"
+                    );
+                    return self.post_parts(run.chunks(part)).await;
+                }
+            }
             let mut req = Request::new(Service::Network, self.op, Method::POST, self.path)
                 .json(serde_json::json!({ self.key: run }));
             if halve {
                 req = req.address_race_final();
             }
-            let answer = match self.cloud.execute(req).await {
+            let outcome = self.cloud.execute(req).await;
+            if halve {
+                let refused = matches!(&outcome, Err(e) if e.is_address_race());
+                let landed = outcome.is_ok();
+                if refused || landed {
+                    self.cloud
+                        .address_races(|r| r.record(run.len(), refused, Instant::now()));
+                }
+            }
+            let answer = match outcome {
                 Ok(resp) => resp,
                 Err(e) if halve && e.is_address_race() => {
                     self.cloud.metrics().record_retry(self.op, "ipam_conflict_halved");
@@ -103,17 +131,7 @@ where
                         "IPAM race: posting the body as two halves"
                     );
                     let (a, b) = run.split_at(run.len() / 2);
-                    return match futures::join!(self.post(a), self.post(b)) {
-                        (Ok(mut first), Ok(second)) => {
-                            first.extend(second);
-                            Ok(first)
-                        }
-                        (Ok(made), Err(e)) | (Err(e), Ok(made)) => {
-                            self.undo_all(&made).await;
-                            Err(e)
-                        }
-                        (Err(e), Err(_)) => Err(e),
-                    };
+                    return self.post_parts([a, b].into_iter()).await;
                 }
                 Err(e) => return Err(e),
             };
@@ -124,6 +142,32 @@ where
                 self.op,
             )
         })
+    }
+
+    /// `parts` of one body posted side by side, all or none: when one fails, what the others made is
+    /// deleted and the first failure returned.
+    async fn post_parts<'s, Req: Serialize + Sync + 's>(
+        &'s self,
+        parts: impl Iterator<Item = &'s [Req]>,
+    ) -> Result<Vec<Out>> {
+        let results = futures::future::join_all(parts.map(|p| self.post(p))).await;
+        let mut made = Vec::new();
+        let mut failed = None;
+        for r in results {
+            match r {
+                Ok(objects) => made.extend(objects),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        match failed {
+            None => Ok(made),
+            Some(e) => {
+                self.undo_all(&made).await;
+                Err(e)
+            }
+        }
     }
 
     /// Deletes what an all-or-none POST made before another part of it failed.
