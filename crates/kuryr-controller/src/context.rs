@@ -17,6 +17,7 @@ use kuryr_openstack::Cloud;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::ports::book::PortBook;
+use crate::ports::cached::CachedKp;
 use crate::ports::macvlan_state::MacvlanState;
 use crate::ports::pool_state::PoolState;
 use crate::ports::trunk::Trunks;
@@ -33,7 +34,8 @@ pub struct Context {
     /// Retry backoff and problems told, per object uid.
     pub ledger: Ledger,
     pub nodes: Store<Node>,
-    pub kuryrports: Store<KuryrPort>,
+    /// Packed (`ports::cached`): unpacked one at a time, searched by the port ids beside each.
+    pub kuryrports: Store<CachedKp>,
     /// Port reads of the hot paths (ACTIVE polls, pool hand-outs), coalesced into lists under a burst.
     pub port_reads: PortReads,
     /// Node parents and the VLAN ids of their trunks.
@@ -60,7 +62,7 @@ impl Context {
         project_id: String,
         metrics: Metrics,
         nodes: Store<Node>,
-        kuryrports: Store<KuryrPort>,
+        kuryrports: Store<CachedKp>,
     ) -> Self {
         Self {
             events: Events::new(client.clone()),
@@ -92,8 +94,10 @@ impl Context {
         self.selection.selects(&self.client, ns).await
     }
 
-    pub fn kuryrport(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuryrPort>> {
-        self.kuryrports.get(&ObjectRef::new(name).within(namespace))
+    /// The cached KuryrPort `namespace/name`, unpacked.
+    pub fn kuryrport(&self, namespace: &str, name: &str) -> crate::errors::Result<Option<KuryrPort>> {
+        let cached = self.kuryrports.get(&ObjectRef::new(name).within(namespace));
+        Ok(cached.map(|kp| kp.unpack()).transpose()?)
     }
 
     /// `problems` as Warning Events on `obj` (one per reason), unless the same were told on `topic` last.

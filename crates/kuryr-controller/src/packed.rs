@@ -7,6 +7,9 @@
 //! 11.4 KB with ten members (`tests/footprint.rs`), most of a Service's share of the caches; its JSON is
 //! ~6.5 KB and deflates to ~1.5 (the ids repeat: project, load balancer, pool, subnet). Unpacking is an
 //! inflate and a parse, tens of microseconds, once per reconcile.
+//!
+//! What a cache is searched by, across all its objects, is kept beside the body as a [`Summary`] taken when
+//! the object is packed (a KuryrPort's port ids), so a search unpacks nothing.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -21,13 +24,24 @@ use kube::Resource;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// `K` packed (see the module). Read as `K`'s API answers: `Api<Packed<K>>` watches `K`'s kind.
-pub struct Packed<K> {
+/// `K` packed (see the module), with its summary `S`. Read as `K`'s API answers: `Api<Packed<K>>` watches
+/// `K`'s kind.
+pub struct Packed<K, S = ()> {
     /// Name, namespace, uid and resourceVersion: what the store, the controller's queue and logs use.
     metadata: ObjectMeta,
+    summary: S,
     /// The object without `managedFields`, JSON, deflated.
     body: Box<[u8]>,
     kind: PhantomData<fn() -> K>,
+}
+
+/// What a packed cache's searches read of each object, taken from it when it is packed.
+pub trait Summary<K>: Sized {
+    fn of(obj: &K) -> Self;
+}
+
+impl<K> Summary<K> for () {
+    fn of(_: &K) -> Self {}
 }
 
 /// A packed object that no longer reads as its kind (a bug: it was written from one).
@@ -38,13 +52,15 @@ pub struct UnpackError {
     reason: String,
 }
 
-impl<K> Packed<K>
+impl<K, S> Packed<K, S>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    S: Summary<K>,
 {
     /// `obj` packed, its `managedFields` dropped.
     pub fn pack(mut obj: K) -> Result<Self, serde_json::Error> {
         obj.meta_mut().managed_fields = None;
+        let summary = S::of(&obj);
         let m = obj.meta();
         let metadata = ObjectMeta {
             name: m.name.clone(),
@@ -58,9 +74,15 @@ where
         let body = deflate.finish().map_err(serde_json::Error::io)?;
         Ok(Self {
             metadata,
+            summary,
             body: body.into_boxed_slice(),
             kind: PhantomData,
         })
+    }
+
+    /// What the object's summary took from it when it was packed.
+    pub fn summary(&self) -> &S {
+        &self.summary
     }
 
     /// The object as it was packed.
@@ -82,9 +104,10 @@ where
     }
 }
 
-impl<'de, K> Deserialize<'de> for Packed<K>
+impl<'de, K, S> Deserialize<'de> for Packed<K, S>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    S: Summary<K>,
 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let obj = K::deserialize(d)?;
@@ -92,17 +115,18 @@ where
     }
 }
 
-impl<K> Clone for Packed<K> {
+impl<K, S: Clone> Clone for Packed<K, S> {
     fn clone(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            summary: self.summary.clone(),
             body: self.body.clone(),
             kind: PhantomData,
         }
     }
 }
 
-impl<K> fmt::Debug for Packed<K> {
+impl<K, S> fmt::Debug for Packed<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Packed")
             .field("namespace", &self.metadata.namespace)
@@ -113,7 +137,7 @@ impl<K> fmt::Debug for Packed<K> {
     }
 }
 
-impl<K: Resource<DynamicType = ()>> Resource for Packed<K> {
+impl<K: Resource<DynamicType = ()>, S> Resource for Packed<K, S> {
     type DynamicType = ();
     type Scope = K::Scope;
 
@@ -172,7 +196,7 @@ mod tests {
 
     #[test]
     fn an_object_unpacks_as_it_was_but_its_managed_fields() {
-        let packed = Packed::pack(klb()).expect("packs");
+        let packed: Packed<KuryrLoadBalancer> = Packed::pack(klb()).expect("packs");
         let mut want = klb();
         want.metadata.managed_fields = None;
         assert_eq!(packed.unpack().expect("unpacks"), want);
@@ -211,7 +235,7 @@ mod tests {
 
     #[test]
     fn a_body_that_is_not_its_kind_says_so() {
-        let mut packed = Packed::pack(klb()).expect("packs");
+        let mut packed: Packed<KuryrLoadBalancer> = Packed::pack(klb()).expect("packs");
         packed.body = deflated(b"{\"spec\": 7}").into_boxed_slice();
         let err = packed.unpack().expect_err("not a KuryrLoadBalancer");
         assert!(

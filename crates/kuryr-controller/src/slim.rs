@@ -123,10 +123,10 @@ pub fn endpoint_slice(s: &mut SlimEndpointSlice) {
     compact(s);
 }
 
-/// A KuryrPort: [`meta`], its labels (the node-name label selects a node's KuryrPorts for the CNI
-/// daemon's watch, on the server; nothing here reads it back), compacted. The rest is read: the spec by the
-/// reconcile, the status by the next status write, which is built from it (a server-side apply of the
-/// whole status under this controller's manager, so nothing cached is sent back but the status).
+/// A KuryrPort as the policy loop's cache keeps it (the KuryrPort controller's own cache packs them:
+/// `ports::cached`): [`meta`], its labels (the node-name label selects a node's KuryrPorts for the CNI
+/// daemon's watch, on the server; nothing here reads it back), compacted. The rest is read: the pods'
+/// addresses and ports by the policy compiler.
 pub fn kuryrport(k: &mut KuryrPort) {
     meta(k);
     k.metadata.labels = None;

@@ -15,6 +15,7 @@ use kuryr_api::k8s_openapi::api::core::v1::{Pod, Service};
 use kuryr_api::k8s_openapi::api::discovery::v1::EndpointSlice;
 use kuryr_api::{KuryrLoadBalancer, KuryrPort, SlimEndpointSlice, SlimPod};
 use kuryr_controller::loadbalancers::CachedKlb;
+use kuryr_controller::ports::cached::CachedKp;
 use kuryr_controller::slim;
 use serde::de::DeserializeOwned;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -95,15 +96,22 @@ fn slim_objects_cost_a_fraction_of_whole_ones() {
     let full = cached::<KuryrPort>(&json, whole);
     let meta = cached::<KuryrPort>(&json, slim::meta);
     let slim = cached::<KuryrPort>(&json, slim::kuryrport);
+    // As the KuryrPort controller's cache keeps it (ports::cached): packed, its port ids beside.
+    let packed = cached::<CachedKp>(&json, whole);
     let kp: KuryrPort = serde_json::from_str(&json).expect("fixture parses");
     let st = kp.status.expect("the fixture has a status");
     let status = footprint(|| st.clone());
     println!(
-        "kuryrport.json: whole {full} B, without managedFields {meta} B, slim {slim} B; a status copy {status} B"
+        "kuryrport.json: whole {full} B, without managedFields {meta} B, slim {slim} B, packed {packed} B; \
+         a status copy {status} B"
     );
     assert!(meta < full, "kuryrport: managedFields cost nothing?");
     assert!(slim < meta, "kuryrport: labels and slack cost nothing?");
     assert!(status < meta, "a status is part of its object");
+    assert!(
+        packed * 3 < slim * 2,
+        "kuryrport: packed {packed} B is not under two thirds of slim {slim} B"
+    );
 
     services();
 }

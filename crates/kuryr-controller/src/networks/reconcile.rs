@@ -85,20 +85,15 @@ async fn cleanup(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
     ctx.networks.forget(&ns);
     let uid = kn.metadata.uid.clone().unwrap_or_default();
     // Ports of this namespace's KuryrPorts are released by the KuryrPort controller: wait for them.
-    let busy_ports: Vec<String> = ctx
-        .kuryrports
-        .state()
+    let mut busy_ports: Vec<String> = Vec::new();
+    let in_ns = ctx.kuryrports.state();
+    for cached in in_ns
         .iter()
         .filter(|kp| kp.namespace().as_deref() == Some(ns.as_str()))
-        .flat_map(|kp| {
-            ctx.book
-                .status_of(kp)
-                .vifs
-                .values()
-                .map(|v| v.vif.port_id.clone())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    {
+        let st = ctx.book.status_of(&cached.unpack()?);
+        busy_ports.extend(st.vifs.values().map(|v| v.vif.port_id.clone()));
+    }
     let busy = |id: &str| busy_ports.iter().any(|p| p == id);
     let waiting = driver::delete(ctx, &uid, &busy).await?;
     if waiting > 0 {

@@ -58,8 +58,8 @@ pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
         );
         return Ok(Action::requeue(left.min(DRAIN_LOOK)));
     }
-    let kp = ctx.kuryrport(&ns, &name);
-    let actions = pod::pod_actions(&pod, kp.as_deref());
+    let kp = ctx.kuryrport(&ns, &name)?;
+    let actions = pod::pod_actions(&pod, kp.as_ref());
     let pods: Api<SlimPod> = Api::namespaced(ctx.client.clone(), &ns);
     let kps: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
     if !pod::is_deleting(&pod) {

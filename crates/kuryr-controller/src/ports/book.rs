@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::Store;
 use kuryr_api::{KuryrPort, KuryrPortStatus};
+
+use crate::ports::cached::CachedKp;
 use kuryr_core::backoff::poll_delay;
 
 use crate::toolkit::{lock, Uid};
@@ -58,12 +60,11 @@ impl PortBook {
     }
 
     /// Ports named by any KuryrPort status (the synced cache, plus statuses written it has not shown yet).
-    pub fn ports_in_use(&self, kuryrports: &Store<KuryrPort>) -> BTreeSet<String> {
+    pub fn ports_in_use(&self, kuryrports: &Store<CachedKp>) -> BTreeSet<String> {
         let mut ids: BTreeSet<String> = kuryrports
             .state()
             .iter()
-            .filter_map(|kp| kp.status.as_ref())
-            .flat_map(|st| st.vifs.values().map(|v| v.vif.port_id.clone()))
+            .flat_map(|kp| kp.summary().iter().map(str::to_owned).collect::<Vec<_>>())
             .collect();
         ids.extend(
             lock(&self.written)
@@ -74,12 +75,12 @@ impl PortBook {
     }
 
     /// Whether a KuryrPort other than `uid` names `port_id` in its status.
-    pub fn port_named_elsewhere(&self, kuryrports: &Store<KuryrPort>, port_id: &str, uid: &Uid) -> bool {
+    pub fn port_named_elsewhere(&self, kuryrports: &Store<CachedKp>, port_id: &str, uid: &Uid) -> bool {
         let named = |st: &KuryrPortStatus| st.vifs.values().any(|v| v.vif.port_id == port_id);
         kuryrports
             .state()
             .iter()
-            .any(|kp| &Uid::of(kp.as_ref()) != uid && kp.status.as_ref().is_some_and(named))
+            .any(|kp| kp.summary().contains(port_id) && &Uid::of(kp.as_ref()) != uid)
             || lock(&self.written)
                 .iter()
                 .any(|(other, st)| other != uid && named(st))
@@ -213,7 +214,7 @@ mod tests {
         book.wrote_status(&Uid::of(&kp), &mine);
         // The cache is behind: ours is the status, and its port counts as in use.
         assert_eq!(book.status_of(&kp), mine);
-        let (empty, _writer) = kube::runtime::reflector::store::<KuryrPort>();
+        let (empty, _writer) = kube::runtime::reflector::store::<CachedKp>();
         assert!(book.port_named_elsewhere(&empty, "p1", &Uid::from("other")));
         // The object shows it: the copy goes, and the answer is the same.
         kp.status = Some(mine.clone());

@@ -7,6 +7,7 @@ pub mod active;
 pub mod allocate;
 pub mod attach_queue;
 pub mod book;
+pub mod cached;
 pub mod macvlan;
 pub mod macvlan_state;
 pub mod nested_vlan;

@@ -15,22 +15,21 @@ use crate::context::Context;
 use crate::errors::{Error, Result};
 use crate::metrics;
 use crate::ports::allocate::{self, Made};
+use crate::ports::cached::CachedKp;
 use crate::ports::{active, podport, pool, release, status};
-use crate::toolkit::{Reconciled, Uid};
+use crate::toolkit::Uid;
 
 pub const CONTROLLER: &str = "kuryrport";
 
-impl Reconciled for KuryrPort {
-    const CONTROLLER: &'static str = CONTROLLER;
-}
 /// Re-check of a KuryrPort in another controller's namespace (it may be relabelled into the selector). A
 /// wired one here waits for a change instead: its reconcile reads only the caches, whose watches bring every
 /// change, and a timer per object held ~1.2 KB in the controller's scheduler (10,000 pods: ~12 MB).
 const RESYNC: Duration = Duration::from_secs(600);
 
-#[instrument(skip(kp, ctx), fields(namespace = kp.namespace(), name = kp.name_any()))]
-pub async fn reconcile(kp: Arc<KuryrPort>, ctx: Arc<Context>) -> Result<Action> {
+#[instrument(skip(cached, ctx), fields(namespace = cached.namespace(), name = cached.name_any()))]
+pub async fn reconcile(cached: Arc<CachedKp>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconciled(CONTROLLER);
+    let kp = Arc::new(cached.unpack()?);
     let ns = kp.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     if !ctx.selected(&ns).await? {
         // Another controller's namespace: the KuryrPort finalizer's name is shared (upstream's), so acting

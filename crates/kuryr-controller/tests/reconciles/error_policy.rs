@@ -14,7 +14,7 @@ use kuryr_controller::Error;
 use kuryr_core::CoreError;
 
 use crate::apiserver;
-use crate::harness::{harness, kuryrport, TestCloud, NS};
+use crate::harness::{cached, harness, kuryrport, TestCloud, NS};
 
 fn no_trunk() -> Error {
     Error::Core(CoreError::NoTrunkOnNode {
@@ -27,8 +27,8 @@ fn no_trunk() -> Error {
 async fn failures_back_off_per_object_and_a_success_starts_over() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
-    let kp = Arc::new(kuryrport("web-0"));
-    let other = Arc::new(kuryrport("web-1"));
+    let kp = Arc::new(cached(&kuryrport("web-0")));
+    let other = Arc::new(cached(&kuryrport("web-1")));
     let transient = Error::NodeNotFound("worker-1".into());
 
     let delays: Vec<Action> = (0..3)
@@ -56,7 +56,7 @@ async fn failures_back_off_per_object_and_a_success_starts_over() {
 async fn errors_no_retry_soon_fixes_wait_a_minute_even_from_inside_a_finalizer() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
-    let kp = Arc::new(kuryrport("web-0"));
+    let kp = Arc::new(cached(&kuryrport("web-0")));
     let wrapped = Error::Finalizer(Box::new(FinalizerError::ApplyFailed(no_trunk())));
     assert_eq!(
         error_policy(kp, &wrapped, h.ctx.clone()),
@@ -68,7 +68,7 @@ async fn errors_no_retry_soon_fixes_wait_a_minute_even_from_inside_a_finalizer()
 async fn a_network_draining_its_ports_is_looked_at_every_two_seconds_without_backing_off() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
-    let kp = Arc::new(kuryrport("web-0"));
+    let kp = Arc::new(cached(&kuryrport("web-0")));
     let draining = Error::Finalizer(Box::new(FinalizerError::CleanupFailed(Error::Draining(2))));
     for _ in 0..3 {
         assert_eq!(

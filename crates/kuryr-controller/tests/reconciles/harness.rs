@@ -12,6 +12,7 @@ use kuryr_api::port::DEFAULT_IFNAME;
 use kuryr_api::{KuryrPort, KuryrPortSpec, ObjectMeta, Vif};
 use kuryr_cloudsim::{Profile, Sim, SimHandle};
 use kuryr_controller::metrics::Metrics;
+use kuryr_controller::ports::cached::CachedKp;
 use kuryr_controller::{Config, Context};
 use kuryr_openstack::neutron::networks;
 use kuryr_openstack::neutron::ports::{self, CreatePort};
@@ -137,7 +138,7 @@ pub struct Harness {
     /// Where the context's metrics are registered.
     pub registry: prometheus_client::registry::Registry,
     pub api: ApiServer,
-    pub kuryrports: Writer<KuryrPort>,
+    pub kuryrports: Writer<CachedKp>,
 }
 
 pub fn harness(cloud: &TestCloud, tweak: impl FnOnce(&mut Config)) -> Harness {
@@ -159,7 +160,7 @@ pub fn harness_on_node(
     node_writer.apply_watcher_event(&watcher::Event::Init);
     node_writer.apply_watcher_event(&watcher::Event::InitApply(node(&cloud.vm_ip, labels)));
     node_writer.apply_watcher_event(&watcher::Event::InitDone);
-    let (kps, mut kp_writer): (Store<KuryrPort>, Writer<KuryrPort>) = reflector::store();
+    let (kps, mut kp_writer): (Store<CachedKp>, Writer<CachedKp>) = reflector::store();
     kp_writer.apply_watcher_event(&watcher::Event::Init);
     kp_writer.apply_watcher_event(&watcher::Event::InitDone);
     let mut registry = prometheus_client::registry::Registry::default();
@@ -241,7 +242,7 @@ impl Harness {
         &self,
         kp: &KuryrPort,
     ) -> kuryr_controller::Result<kube::runtime::controller::Action> {
-        let fut = kuryr_controller::ports::reconcile::reconcile(Arc::new(kp.clone()), self.ctx.clone());
+        let fut = kuryr_controller::ports::reconcile::reconcile(Arc::new(cached(kp)), self.ctx.clone());
         tokio::spawn(fut).await.unwrap()
     }
 
@@ -257,7 +258,7 @@ impl Harness {
         let stored = self.api.put(&self.kuryrport_path(kp), kp);
         let kp: KuryrPort = serde_json::from_value(stored).unwrap();
         self.kuryrports
-            .apply_watcher_event(&watcher::Event::Apply(kp.clone()));
+            .apply_watcher_event(&watcher::Event::Apply(cached(&kp)));
         kp
     }
 
@@ -270,7 +271,7 @@ impl Harness {
     pub fn sync_cache(&mut self, kp: &KuryrPort) -> KuryrPort {
         let now = self.kuryrport_now(kp);
         self.kuryrports
-            .apply_watcher_event(&watcher::Event::Apply(now.clone()));
+            .apply_watcher_event(&watcher::Event::Apply(cached(&now)));
         now
     }
 
@@ -289,4 +290,9 @@ impl Harness {
             kp.metadata.name.as_deref().unwrap(),
         )
     }
+}
+
+/// `kp` as the KuryrPort watch caches it (packed).
+pub fn cached(kp: &KuryrPort) -> CachedKp {
+    CachedKp::pack(kp.clone()).unwrap()
 }

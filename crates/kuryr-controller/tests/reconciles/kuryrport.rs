@@ -8,7 +8,7 @@ use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 use kuryr_openstack::Owner;
 
-use crate::harness::{harness, harness_on_node, kuryrport, vif, TestCloud, NODE};
+use crate::harness::{cached, harness, harness_on_node, kuryrport, vif, TestCloud, NODE};
 
 #[tokio::test]
 async fn without_pools_a_pod_gets_its_own_port_as_a_vlan_subport_and_a_ready_status() {
@@ -47,7 +47,7 @@ async fn a_kuryrport_reconcile_in_flight_holds_a_few_kilobytes() {
     let cloud = TestCloud::start().await;
     let mut h = harness(&cloud, |_| {});
     let kp = h.add_kuryrport(&kuryrport("web-0"));
-    let fut = kuryr_controller::ports::reconcile::reconcile(std::sync::Arc::new(kp), h.ctx.clone());
+    let fut = kuryr_controller::ports::reconcile::reconcile(std::sync::Arc::new(cached(&kp)), h.ctx.clone());
     let size = std::mem::size_of_val(&fut);
     assert!(size <= 8 * 1024, "a reconcile future of {size} B");
     drop(fut);

@@ -12,7 +12,7 @@ use kuryr_core::PoolLimits;
 use kuryr_openstack::neutron::ports::{self, CreatePort};
 use kuryr_openstack::neutron::trunks::{self, SubPort};
 
-use crate::harness::{harness, kuryrport, vif, TestCloud, NODE};
+use crate::harness::{cached, harness, kuryrport, vif, TestCloud, NODE};
 
 /// Ids of the free ports of the node's pool.
 fn free(h: &crate::harness::Harness, cloud: &TestCloud) -> Vec<String> {
@@ -268,7 +268,7 @@ async fn a_refill_whose_reconcile_is_dropped_midway_leaves_nothing_counted() {
     });
     let kp = h.add_kuryrport(&kuryrport("web-0"));
     let task = tokio::spawn(kuryr_controller::ports::reconcile::reconcile(
-        Arc::new(kp),
+        Arc::new(cached(&kp)),
         h.ctx.clone(),
     ));
     let load = || pool::pool_snapshot(&h.ctx, &key(&cloud)).load();
