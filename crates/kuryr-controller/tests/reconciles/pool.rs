@@ -288,3 +288,46 @@ async fn a_refill_whose_reconcile_is_dropped_midway_leaves_nothing_counted() {
     // Neither the pod nor its create is counted any more: the pool's next plan starts from the truth.
     assert_eq!((load().pending, load().in_flight), (0, 0));
 }
+
+/// Reads of pool port `id` in the emulated cloud's log (a hand-out's or a settle's: `GET /ports/{id}` or
+/// the batched `GET /ports?id=…`).
+fn reads_of(cloud: &TestCloud, id: &str) -> usize {
+    cloud
+        .sim
+        .calls_matching("neutron.ports.*")
+        .iter()
+        .filter(|c| c.method == "GET" && c.path.contains(id))
+        .count()
+}
+
+#[tokio::test]
+async fn a_port_its_refill_just_made_is_handed_out_unread_and_one_back_from_a_pod_is_read() {
+    let cloud = TestCloud::start().await;
+    // A poll longer than the settle: the settle writes the status without reading, so the only read of a
+    // port before its status is the hand-out's.
+    // Batches of one, no low watermark: the pool holds only the ports named here.
+    let mut h = harness(&cloud, |c| {
+        c.active_poll_min = Duration::from_secs(10);
+        c.pool_limits = PoolLimits::new(0, 0, 1).unwrap();
+    });
+    let first = h.add_kuryrport(&kuryrport("web-0"));
+    h.reconcile(&first).await.unwrap();
+    let taken = h.kuryrport_now(&first).status.unwrap().vifs["eth0"].vif.clone();
+    assert!(pool::is_pool_port(&h.ctx, &taken.port_id));
+    assert!(taken.vlan_id.is_some(), "a subport of the node's trunk");
+    assert_eq!(
+        reads_of(&cloud, &taken.port_id),
+        0,
+        "made and attached just now: not read"
+    );
+
+    // Back in the pool from a pod: what Neutron shows of it now is read before the next pod has it.
+    release::release(&h.ctx, &taken, NODE).await.unwrap();
+    cloud.sim.clear_calls();
+    assert_eq!(free(&h, &cloud), std::slice::from_ref(&taken.port_id));
+    let second = h.add_kuryrport(&kuryrport("web-1"));
+    h.reconcile(&second).await.unwrap();
+    let again = h.kuryrport_now(&second).status.unwrap().vifs["eth0"].vif.clone();
+    assert_eq!(again.port_id, taken.port_id);
+    assert_eq!(reads_of(&cloud, &again.port_id), 1);
+}
