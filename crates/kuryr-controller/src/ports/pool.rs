@@ -44,10 +44,6 @@ const ACQUIRE_ROUNDS: u32 = 4;
 /// How long a pod waits for creates in flight before it looks again (a create outliving this is unusual:
 /// each call has its own timeout and retries).
 const WAIT_FOR_CREATES: Duration = Duration::from_secs(60);
-/// A port a refill made and attached less than this ago is handed out as its create answered, unread: in a
-/// burst most pods take such ports, and the read was a round trip on each one's path (p50 82 ms, p99
-/// 414 ms in a 500-pod burst). Its ACTIVE settle reads it anyway.
-const LANDED_FRESH: Duration = Duration::from_secs(10);
 
 pub fn owner(ctx: &Context) -> Owner {
     Owner::new(
@@ -307,8 +303,7 @@ impl Drop for Lent {
 }
 
 /// Applies the pod's SGs (one update, only if they differ), else reads the port once (its status, and that
-/// it is still there and attached) unless a refill made it seconds ago ([`LANDED_FRESH`]). `None`: the port
-/// was gone or detached; it is dropped, take another.
+/// it is still there and attached). `None`: the port was gone or detached; it is dropped, take another.
 async fn hand_out(
     ctx: &Context,
     driver: &(dyn VifDriver + Send + Sync),
@@ -316,35 +311,26 @@ async fn hand_out(
     taken: Taken,
 ) -> Result<Option<Vif>> {
     let id = taken.port_id.clone();
-    let landed = ctx
-        .pools
-        .fresh(&id, LANDED_FRESH)
-        .then(|| ctx.pools.detail(&id))
-        .flatten();
-    let port = match (&taken.sg_update, landed) {
-        (None, Some(port)) => port,
-        (sgs, _) => {
-            let read = match sgs {
-                Some(sgs) => {
-                    let list: Vec<String> = sgs.iter().cloned().collect();
-                    ports::set_security_groups(&ctx.cloud, &id, &list).await
-                }
-                None => ctx.port_reads.get(&id).await,
-            };
-            match read {
-                Ok(p) => convert::port(&p),
-                Err(e) if e.is_not_found() => {
-                    warn!(port = id, "pool port vanished from Neutron; taking another");
-                    ctx.pools.forget_port(&id);
-                    return Ok(None);
-                }
-                Err(e) => {
-                    give_back(ctx, target, &id);
-                    return Err(e.into());
-                }
-            }
+    let fresh = match &taken.sg_update {
+        Some(sgs) => {
+            let list: Vec<String> = sgs.iter().cloned().collect();
+            ports::set_security_groups(&ctx.cloud, &id, &list).await
+        }
+        None => ctx.port_reads.get(&id).await,
+    };
+    let port = match fresh {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            warn!(port = id, "pool port vanished from Neutron; taking another");
+            ctx.pools.forget_port(&id);
+            return Ok(None);
+        }
+        Err(e) => {
+            give_back(ctx, target, &id);
+            return Err(e.into());
         }
     };
+    let port = convert::port(&port);
     if let Some(missing) = target
         .subnets
         .iter()
@@ -576,12 +562,7 @@ async fn create_batch_once(
         }
     }
     for p in &created {
-        let mut port = convert::port(p);
-        if target.parent.is_some() {
-            // What Neutron sets on a port once it is a trunk's subport (the create answered before that).
-            port.device_owner = SUBPORT_DEVICE_OWNER.to_owned();
-        }
-        ctx.pools.remember_landed(port);
+        ctx.pools.remember(convert::port(p));
     }
     in_flight.landed(&ids);
     info!(node = target.node_name, ports = ids.len(), "pool refilled");

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use kuryr_core::neutron::{NeutronPort, Subnet};
 use kuryr_core::pool::loose::LooseBook;
@@ -33,9 +32,6 @@ pub struct PoolState {
     pub(super) pools: Mutex<Pools>,
     /// Neutron's view of each pool port (MAC, IPs, SGs), so taking one needs no list.
     pub(super) details: Mutex<HashMap<String, NeutronPort>>,
-    /// Ports a refill of this process made and attached, and when: their details are Neutron's answers
-    /// of seconds ago, which a hand-out need not read again ([`PoolState::fresh`]).
-    landed: Mutex<HashMap<String, Instant>>,
     /// Per pool: signalled when creates land or fail, for the pods waiting on ports in flight.
     pub(super) changes: Mutex<HashMap<PoolKey, Arc<Notify>>>,
     /// Target of each pool (for top-ups and drains without a pod at hand).
@@ -94,23 +90,7 @@ impl PoolState {
 
     pub(super) fn forget_port(&self, port_id: &str) {
         lock(&self.details).remove(port_id);
-        lock(&self.landed).remove(port_id);
         lock(&self.busy).remove(port_id);
-    }
-
-    /// A refill made and attached `port` just now (its detail as Neutron answered the create, the attach
-    /// done).
-    pub(super) fn remember_landed(&self, port: NeutronPort) {
-        lock(&self.landed).insert(port.id.clone(), Instant::now());
-        self.remember(port);
-    }
-
-    /// Whether `port_id` landed from a refill less than `within` ago; asked once per hand-out (forgotten
-    /// either way).
-    pub(super) fn fresh(&self, port_id: &str, within: Duration) -> bool {
-        lock(&self.landed)
-            .remove(port_id)
-            .is_some_and(|at| at.elapsed() < within)
     }
 
     /// A port of pool `key` for a pod ([`kuryr_core::Pool::take`]), marked busy in the same step so that
