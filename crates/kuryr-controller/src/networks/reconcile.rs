@@ -86,8 +86,8 @@ async fn cleanup(kn: &KuryrNetwork, ctx: &Context) -> Result<Action> {
     let uid = kn.metadata.uid.clone().unwrap_or_default();
     // Ports of this namespace's KuryrPorts are released by the KuryrPort controller: wait for them.
     let mut busy_ports: Vec<String> = Vec::new();
-    let in_ns = ctx.kuryrports.state();
-    for cached in in_ns
+    let all = ctx.kuryrports.state();
+    for cached in all
         .iter()
         .filter(|kp| kp.namespace().as_deref() == Some(ns.as_str()))
     {

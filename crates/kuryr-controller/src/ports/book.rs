@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::Store;
 use kuryr_api::{KuryrPort, KuryrPortStatus};
-
-use crate::ports::cached::CachedKp;
 use kuryr_core::backoff::poll_delay;
 
+use crate::ports::cached::CachedKp;
 use crate::toolkit::{lock, Uid};
 
 #[derive(Default)]
@@ -61,11 +60,10 @@ impl PortBook {
 
     /// Ports named by any KuryrPort status (the synced cache, plus statuses written it has not shown yet).
     pub fn ports_in_use(&self, kuryrports: &Store<CachedKp>) -> BTreeSet<String> {
-        let mut ids: BTreeSet<String> = kuryrports
-            .state()
-            .iter()
-            .flat_map(|kp| kp.summary().iter().map(str::to_owned).collect::<Vec<_>>())
-            .collect();
+        let mut ids = BTreeSet::new();
+        for kp in kuryrports.state() {
+            ids.extend(kp.summary().iter().map(str::to_owned));
+        }
         ids.extend(
             lock(&self.written)
                 .values()

@@ -112,18 +112,20 @@ where
             if halve {
                 req = req.address_race_final();
             }
-            let outcome = self.cloud.execute(req).await;
-            if halve {
-                let refused = matches!(&outcome, Err(e) if e.is_address_race());
-                let landed = outcome.is_ok();
-                if refused || landed {
+            // Each outcome of a body that may be halved teaches the race rate: landed, or refused for a race.
+            let learn = |refused: bool| {
+                if halve {
                     self.cloud
                         .address_races(|r| r.record(run.len(), refused, Instant::now()));
                 }
-            }
-            let answer = match outcome {
-                Ok(resp) => resp,
+            };
+            let answer = match self.cloud.execute(req).await {
+                Ok(resp) => {
+                    learn(false);
+                    resp
+                }
                 Err(e) if halve && e.is_address_race() => {
+                    learn(true);
                     self.cloud.metrics().record_retry(self.op, "ipam_conflict_halved");
                     debug!(
                         op = self.op,
