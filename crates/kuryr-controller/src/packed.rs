@@ -10,15 +10,16 @@
 //!
 //! What a cache is searched by, across all its objects, is kept beside the body as a [`Summary`] taken when
 //! the object is packed (a KuryrPort's port ids), so a search unpacks nothing.
+//!
+//! Each thread keeps one deflate and one inflate state and a JSON buffer, reset per use: a fresh deflate
+//! state is a few hundred KB allocated and zeroed, and the KuryrPort watch packs every event at scale.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
-use std::io::Read;
 use std::marker::PhantomData;
 
-use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
-use flate2::Compression;
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use kube::api::ObjectMeta;
 use kube::Resource;
 use serde::de::{DeserializeOwned, Error as _};
@@ -69,9 +70,14 @@ where
             resource_version: m.resource_version.clone(),
             ..Default::default()
         };
-        let mut deflate = DeflateEncoder::new(Vec::new(), Compression::fast());
-        serde_json::to_writer(&mut deflate, &obj)?;
-        let body = deflate.finish().map_err(serde_json::Error::io)?;
+        let body = SCRATCH.with(|scratch| {
+            let Scratch { deflate, json, .. } = &mut *scratch.borrow_mut();
+            json.clear();
+            serde_json::to_writer(&mut *json, &obj)?;
+            let body = deflated_with(deflate, json).map_err(serde_json::Error::io);
+            trim(json);
+            body
+        })?;
         Ok(Self {
             metadata,
             summary,
@@ -91,11 +97,14 @@ where
             kind: K::kind(&()).into_owned(),
             reason,
         };
-        let mut json = Vec::with_capacity(self.body.len() * 5);
-        DeflateDecoder::new(&self.body[..])
-            .read_to_end(&mut json)
-            .map_err(|e| fail(e.to_string()))?;
-        serde_json::from_slice(&json).map_err(|e| fail(e.to_string()))
+        SCRATCH.with(|scratch| {
+            let Scratch { inflate, json, .. } = &mut *scratch.borrow_mut();
+            let obj = inflated_into(inflate, &self.body, json)
+                .map_err(fail)
+                .and_then(|()| serde_json::from_slice(json).map_err(|e| fail(e.to_string())));
+            trim(json);
+            obj
+        })
     }
 
     /// Bytes the packed body holds.
@@ -164,13 +173,74 @@ impl<K: Resource<DynamicType = ()>, S> Resource for Packed<K, S> {
     }
 }
 
+/// A thread's packing state (see the module).
+struct Scratch {
+    deflate: Compress,
+    inflate: Decompress,
+    json: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        deflate: Compress::new(Compression::fast(), false),
+        inflate: Decompress::new(false),
+        json: Vec::new(),
+    });
+}
+
+/// The JSON buffer a thread keeps between objects: one unusually large object does not stay resident.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
+fn trim(json: &mut Vec<u8>) {
+    if json.capacity() > SCRATCH_KEPT {
+        json.clear();
+        json.shrink_to(SCRATCH_KEPT);
+    }
+}
+
+/// `json` deflated (raw deflate, no header) with a thread's state, reset first.
+fn deflated_with(z: &mut Compress, json: &[u8]) -> std::io::Result<Vec<u8>> {
+    z.reset();
+    let mut out = Vec::with_capacity(json.len() / 3 + 64);
+    loop {
+        let read = usize::try_from(z.total_in())
+            .unwrap_or(json.len())
+            .min(json.len());
+        match z.compress_vec(&json[read..], &mut out, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) => return Ok(out),
+            // The output was full: room for as much again.
+            Ok(Status::Ok | Status::BufError) => out.reserve(out.capacity().max(64)),
+            Err(e) => return Err(std::io::Error::other(e)),
+        }
+    }
+}
+
+/// `body` inflated into `out` with a thread's state, reset first; a body that ends early is an error.
+fn inflated_into(z: &mut Decompress, body: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    z.reset(false);
+    out.clear();
+    out.reserve(body.len() * 5);
+    loop {
+        let before = (z.total_in(), z.total_out());
+        let read = usize::try_from(before.0).unwrap_or(body.len()).min(body.len());
+        // Not `Finish`: miniz_oxide takes that as "the output holds it all" and fails a body that
+        // does not fit the first guess.
+        match z.decompress_vec(&body[read..], out, FlushDecompress::None) {
+            Ok(Status::StreamEnd) => return Ok(()),
+            Ok(_) if out.len() == out.capacity() => out.reserve(out.capacity()),
+            Ok(_) if (z.total_in(), z.total_out()) == before => {
+                return Err("the packed body ends early".into())
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// `json` deflated as a packed body is.
 #[cfg(test)]
 fn deflated(json: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut e = DeflateEncoder::new(Vec::new(), Compression::fast());
-    e.write_all(json).expect("in memory");
-    e.finish().expect("in memory")
+    deflated_with(&mut Compress::new(Compression::fast(), false), json).expect("in memory")
 }
 
 #[cfg(test)]
@@ -231,6 +301,49 @@ mod tests {
         assert!(want.status.as_ref().is_some_and(|s| s.members.len() == 1));
         assert_eq!(packed.unpack().expect("unpacks"), want);
         assert!(packed.packed_len() < answer.to_string().len());
+    }
+
+    #[test]
+    fn one_thread_packs_and_unpacks_objects_of_every_size_with_its_one_state() {
+        // Sizes around the output's first guess and far past the buffer a thread keeps.
+        let sizes = [0usize, 10, 1_000, 40_000, 200_000, 3];
+        let objects: Vec<KuryrLoadBalancer> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut k = klb();
+                k.metadata.managed_fields = None;
+                // Text that does not repeat, so its deflated form is large too.
+                let noise: String = (0..*n)
+                    .map(|j| char::from(b'a' + ((j * 7919 + i * 31) % 26) as u8))
+                    .collect();
+                k.metadata.annotations = Some([("noise".to_string(), noise)].into());
+                k
+            })
+            .collect();
+        let packed: Vec<Packed<KuryrLoadBalancer>> = objects
+            .iter()
+            .map(|k| Packed::pack(k.clone()).expect("packs"))
+            .collect();
+        for (k, p) in objects.iter().zip(&packed).rev() {
+            assert_eq!(&p.unpack().expect("unpacks"), k);
+        }
+        SCRATCH.with(|s| assert!(s.borrow().json.capacity() <= SCRATCH_KEPT));
+    }
+
+    #[test]
+    fn a_body_cut_short_says_so() {
+        let mut packed: Packed<KuryrLoadBalancer> = Packed::pack(klb()).expect("packs");
+        let half = packed.body.len() / 2;
+        packed.body = packed.body[..half].into();
+        let err = packed.unpack().expect_err("half a body");
+        assert!(err.to_string().contains("ends early"), "{err}");
+        // The thread's state is still good for the next object.
+        let again: Packed<KuryrLoadBalancer> = Packed::pack(klb()).expect("packs");
+        assert_eq!(
+            again.unpack().expect("unpacks").metadata.name.as_deref(),
+            Some("web")
+        );
     }
 
     #[test]

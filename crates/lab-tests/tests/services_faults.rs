@@ -9,7 +9,7 @@ mod svc_common;
 
 use std::time::Duration;
 
-use anyhow::ensure;
+use anyhow::{ensure, Context as _};
 use kuryr_api::PostParams;
 use kuryr_cloudsim::{FaultRule, LbFaultRule, LbOutcome, LbPhase};
 use kuryr_openstack::octavia::{listeners, loadbalancers, members, pools};
@@ -237,18 +237,33 @@ async fn drift_is_repaired_on_cloudsim() -> anyhow::Result<()> {
 /// timeout after the new process started), then delete what landed.
 #[tokio::test]
 async fn a_create_a_killed_controller_sent_is_deleted_with_its_service_on_cloudsim() -> anyhow::Result<()> {
-    const HOLD: Duration = Duration::from_secs(4);
+    held_create(Duration::from_secs(4), Duration::from_secs(10), false).await
+}
+
+/// As above, when the new controller makes a load balancer of its own before the Service's deletion reaches
+/// it (CI of stop 49, on a slow machine): the one it recorded is ACTIVE, yet its predecessor's create may
+/// still land beside it, so the cleanup holds all the same.
+#[tokio::test]
+async fn a_create_a_killed_controller_sent_lands_beside_the_next_ones_and_both_go_on_cloudsim(
+) -> anyhow::Result<()> {
+    held_create(Duration::from_secs(15), Duration::from_secs(25), true).await
+}
+
+/// `hold`: how long cloudsim holds the killed controller's create; `timeout`: the clients' request timeout
+/// (the cleanup's window); `second_create`: the Service is deleted once the restarted controller's own
+/// load balancer is ACTIVE, rather than at once.
+async fn held_create(hold: Duration, timeout: Duration, second_create: bool) -> anyhow::Result<()> {
     let lab = Lab::require();
     let backend = Backend::sim("amphora", |_| {})
         .await?
-        .with_request_timeout(Duration::from_secs(10))
+        .with_request_timeout(timeout)
         .await?;
     let mut h = Harness::start(&lab, backend, |_| {}).await?;
     let result = async {
-        let before = h.backend.sim.as_ref().expect("cloudsim").faults_fired();
-        h.backend.sim.as_ref().expect("cloudsim").add_fault(FaultRule {
+        let before = sim(&h)?.faults_fired();
+        sim(&h)?.add_fault(FaultRule {
             op: "octavia.loadbalancers.create".into(),
-            hold_ms: Some(HOLD.as_millis() as u64),
+            hold_ms: Some(hold.as_millis() as u64),
             count: Some(1),
             ..FaultRule::default()
         });
@@ -263,7 +278,7 @@ async fn a_create_a_killed_controller_sent_is_deleted_with_its_service_on_clouds
             .await?;
         // The create has reached Octavia and is held there.
         let deadline = std::time::Instant::now() + h.wait;
-        while h.backend.sim.as_ref().expect("cloudsim").faults_fired() == before {
+        while sim(&h)?.faults_fired() == before {
             ensure!(
                 std::time::Instant::now() < deadline,
                 "no load balancer create reached cloudsim"
@@ -271,18 +286,20 @@ async fn a_create_a_killed_controller_sent_is_deleted_with_its_service_on_clouds
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         h.kill_and_restart();
+        if second_create {
+            // Ready: its own load balancer recorded and ACTIVE.
+            h.wait_klb("landing", "the restarted controller's load balancer", |_| true)
+                .await?;
+            ensure!(
+                creates(&h, false)? == 1 && creates(&h, true)? == 0,
+                "the held create landed before the restarted controller's own was ACTIVE (hold {hold:?})"
+            );
+        }
         h.services().delete("landing", &Default::default()).await?;
         h.wait_gone("landing").await?;
-        // Once the held create has landed, nothing of the Service may be left.
+        // Once the held create has landed (the call the fault marks), nothing of the Service may be left.
         let deadline = std::time::Instant::now() + h.wait;
-        while h
-            .backend
-            .sim
-            .as_ref()
-            .expect("cloudsim")
-            .calls_matching("octavia.loadbalancers.create")
-            .is_empty()
-        {
+        while creates(&h, true)? == 0 {
             ensure!(
                 std::time::Instant::now() < deadline,
                 "the held create never completed"
@@ -305,6 +322,19 @@ async fn a_create_a_killed_controller_sent_is_deleted_with_its_service_on_clouds
     }
     .await;
     h.finish(result).await
+}
+
+fn sim(h: &Harness) -> anyhow::Result<&kuryr_cloudsim::SimHandle> {
+    h.backend.sim.as_ref().context("a cloudsim backend")
+}
+
+/// Load balancer creates cloudsim answered: the held one (`held`, the call its fault marks) or the others.
+fn creates(h: &Harness, held: bool) -> anyhow::Result<usize> {
+    Ok(sim(h)?
+        .calls_matching("octavia.loadbalancers.create")
+        .iter()
+        .filter(|c| c.fault.is_some() == held)
+        .count())
 }
 
 async fn wait_lb_active(h: &Harness, id: &str) -> anyhow::Result<()> {

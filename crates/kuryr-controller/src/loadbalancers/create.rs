@@ -24,7 +24,7 @@ pub async fn create(round: &mut Round<'_>) -> Result<Next> {
     let op = create_op(&round.desired, &fit);
     // From here a load balancer may exist that no listing has shown: its tag list is no longer answered
     // by the observer's index (`locate`).
-    ctx.schedule().creating(round.uid.as_str());
+    ctx.creating(round.uid.as_str());
     let done = octavia::execute(&ctx.cloud, "", &op, ctx.project_id.as_deref(), &round.tags).await;
     if let Err(Error::OpenStack(e)) = &done {
         refusals::learn(ctx, &round.desired, e);

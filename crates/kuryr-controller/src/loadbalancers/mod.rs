@@ -157,11 +157,13 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
         .iter()
         .map(|lb| (lb.id.as_str(), ProvisioningStatus::parse(&lb.provisioning_status)))
         .collect();
+    let uid = Uid::of(klb);
     let hold = cleanup_hold(
         recorded,
         &listed,
         ctx.started.elapsed(),
         ctx.cloud.request_timeout(),
+        ctx.created_young(uid.as_str()),
     );
     let mut ids: Vec<String> = recorded.map(str::to_owned).into_iter().collect();
     for lb in tagged {
@@ -181,7 +183,6 @@ async fn cleanup(klb: &KuryrLoadBalancer, ctx: &LbContext) -> Result<Action> {
     if let Some(wait) = hold {
         return Err(Error::CreateMayLand(wait));
     }
-    let uid = Uid::of(klb);
     ctx.schedule().forget(uid.as_str());
     ctx.ledger.forget(&uid);
     // The Service went before it (no finalizer of ours holds it): what was told about it goes too.

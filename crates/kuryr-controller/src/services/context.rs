@@ -44,6 +44,10 @@ pub struct LbContext {
     pub observer: Observer,
     /// When this process started: creates a killed predecessor sent may land until a request timeout later.
     pub started: Instant,
+    /// The KuryrLoadBalancers (uids) this process sent a load balancer create for while younger than one
+    /// request timeout: a create of its predecessor may land beside the one it recorded
+    /// (`kuryr_core::lb::cleanup_hold`). Emptied once the process is older.
+    young_creates: Mutex<BTreeSet<String>>,
     /// `--namespace-selector`: the namespaces whose Services this controller serves.
     pub selection: Selection,
     schedule: Mutex<Schedule>,
@@ -101,6 +105,7 @@ impl LbContext {
             subnets: SubnetBook::default(),
             observer,
             started: Instant::now(),
+            young_creates: Mutex::default(),
             selection: Selection::default(),
             schedule: Mutex::new(schedule),
             refusals: Mutex::default(),
@@ -145,6 +150,28 @@ impl LbContext {
     pub fn klb(&self, namespace: &str, name: &str) -> Result<Option<KuryrLoadBalancer>> {
         let cached = self.klbs.get(&ObjectRef::new(name).within(namespace));
         Ok(cached.map(|k| k.unpack()).transpose()?)
+    }
+
+    /// A load balancer create is sent for the KuryrLoadBalancer `uid`: the schedule knows a load balancer
+    /// may exist that no listing has shown, and a young process remembers it sent one.
+    pub fn creating(&self, uid: &str) {
+        self.schedule().creating(uid);
+        if self.young() {
+            lock(&self.young_creates).insert(uid.to_owned());
+        }
+    }
+
+    /// Whether this process sent a create for `uid` while a create of its predecessor could still land.
+    pub fn created_young(&self, uid: &str) -> bool {
+        let mut creates = lock(&self.young_creates);
+        if !self.young() {
+            creates.clear();
+        }
+        creates.contains(uid)
+    }
+
+    fn young(&self) -> bool {
+        self.started.elapsed() < self.cloud.request_timeout()
     }
 
     /// The load balancer schedule; never hold the guard across an await.

@@ -166,7 +166,9 @@ pub async fn plug(
             &format!("external_ids:iface-id={}", port.id),
         ],
     )?;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // An upper bound: Neutron marks the port ACTIVE when OVN reports it up, which took over 60 s on CI's
+    // slow machine of stop 50 beside the suite's other tests.
+    let deadline = Instant::now() + Duration::from_secs(180);
     while ports::get(cloud, &port.id).await?.status != "ACTIVE" {
         ensure!(Instant::now() < deadline, "port {} of {name} not ACTIVE", port.id);
         tokio::time::sleep(Duration::from_millis(200)).await;
