@@ -82,6 +82,9 @@ stop_background() { # the image build's process group and the fuzz run, whicheve
 }
 trap stop_background EXIT
 if [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  # Its Debian packages first, in the foreground: the VM node's guest copies this machine's /etc as it boots,
+  # and an apt run beside it (ca-certificates rewriting its bundle) broke that copy on a new machine.
+  deploy/image/build --packages-only --quiet
   setsid nice -n 19 deploy/image/build --quiet >"$image_log" 2>&1 & image_pid=$!
 fi
 stage vms lab/lab vms up

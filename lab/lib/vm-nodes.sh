@@ -83,17 +83,19 @@ unavailable() { mkdir -p "$V"; echo "$*" >"$V/unavailable"; log "vm nodes: not s
 # CPU#0 stuck for 659s! [ip6tables]" at 81 s of uptime, the Node never Ready). hung DIR says so: the guest kernel
 # reports a lockup or stall, or none of its logs (the agent's is traced, written several times a second while it
 # works; its longest quiet step is a 120 s image import) has moved for KURYR_LAB_VM_SILENT_S (180) s.
-# ready_or_hung NODE DIR ends the wait on either.
 hung() {
   local last
   grep -qE 'soft lockup|rcu_.* detected stalls|Kernel panic' "$1/console.log" 2>/dev/null && return 0
   last=$(find "$1/log" -maxdepth 1 -type f -printf '%T@\n' 2>/dev/null | sort -n | tail -n 1)
   [ -n "$last" ] && (( $(date +%s) - ${last%.*} >= ${KURYR_LAB_VM_SILENT_S:-180} ))
 }
-ready_or_hung() { node_ready "$1" || hung "$2"; }
+# ready_or_hung NODE DIR ends the wait on either, or when the guest has powered off (its init gives up with a
+# "GUEST:" line on the console, qemu then exits: -no-reboot).
+ready_or_hung() { node_ready "$1" || hung "$2" || ! running "vm-$1"; }
 
 # boot_until_ready I NODE DIR PORT: boots the VM and waits for its Node Ready; a hung guest is killed and booted
-# again, up to KURYR_LAB_VM_BOOTS (3) boots; any other failure stops at once with the console and agent logs.
+# again, as is one that powered off, up to KURYR_LAB_VM_BOOTS (3) boots; any other failure stops at once with
+# the console and agent logs.
 # (tap and mac: cmd_up's.)
 boot_until_ready() {
   local i=$1 node=$2 d=$3 port=$4 boot boots=${KURYR_LAB_VM_BOOTS:-3}
@@ -119,6 +121,10 @@ boot_until_ready() {
     waitfor "Node $node Ready" 600 ready_or_hung "$node" "$d" || true
     node_ready "$node" && return 0
     tail -20 "$d/console.log" >&2; tail -30 "$d/log/node.log" >&2 2>/dev/null || true
+    if ! running "vm-$node" && ((boot < boots)); then
+      log "vm nodes: $node's guest powered off (its console above): booting it again ($((boot + 1)) of $boots)"
+      continue
+    fi
     if hung "$d" && ((boot < boots)); then
       log "vm nodes: $node's guest hung (its console and agent log above): killed, booting it again ($((boot + 1)) of $boots)"
       stop_one "vm-$node"
