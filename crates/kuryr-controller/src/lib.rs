@@ -1,7 +1,8 @@
 //! kuryr-controller: Kubernetes pod networking on OpenStack.
 //!
-//! - [`pods::frontend`]: the Pod front end. Puts `kuryr.openstack.org/pod-finalizer` on each scheduled pod
-//!   and creates its KuryrPort; on deletion deletes the KuryrPort and lets the pod go once it is gone.
+//! - [`pods::frontend`]: the Pod front end. Creates each scheduled pod's KuryrPort (owned by the pod); on
+//!   deletion deletes it once the pod's containers have stopped (a pod finalizer left by upstream Kuryr goes
+//!   once the KuryrPort is gone).
 //! - [`ports::reconcile`]: the KuryrPort controller. Creates the pod's Neutron port, makes it a VLAN subport
 //!   of the node VM's trunk, records the VIF in the status and waits for ACTIVE; releases it all on deletion.
 //! - [`networks`]: one Neutron network + subnet per Namespace (KuryrNetwork), and the pod subnet choice.

@@ -1,6 +1,12 @@
-//! Which pods get Kuryr networking and what the Pod front end does about each: add or remove the pod
-//! finalizer, create or delete the pod's KuryrPort. Pure decisions on the Pod (and its KuryrPort, if any);
-//! the controller carries them out, finalizer first, so a pod can never vanish while its port is held.
+//! Which pods get Kuryr networking and what the Pod front end does about each: create or delete the pod's
+//! KuryrPort, and take off a pod finalizer left by upstream Kuryr or an earlier kuryr-rs. Pure decisions on
+//! the Pod (and its KuryrPort, if any); the controller carries them out.
+//!
+//! The pod itself carries no finalizer of ours: its KuryrPort is owned by it and holds the ports under its
+//! own finalizer, so a pod that goes (deleted, force-deleted, or while the controller is down) leaves its
+//! KuryrPort to Kubernetes' garbage collector, and the KuryrPort controller releases the ports. A finalizer
+//! on the pod was one more apiserver write per pod (a quarter of the writes of a burst) and kept pods
+//! Terminating for as long as the controller was away.
 
 use std::collections::BTreeMap;
 
@@ -96,11 +102,10 @@ fn has_pod_finalizer(pod: &SlimPod) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == finalizers::POD))
 }
 
-/// A change of the pod's finalizer.
+/// A change of the pod's finalizer: only ever the removal of one an earlier controller put there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinalizerChange {
     None,
-    Add,
     Remove,
 }
 
@@ -112,7 +117,7 @@ pub enum KuryrPortChange {
     Delete,
 }
 
-/// What to do for a pod, in order: the finalizer change, then the KuryrPort change.
+/// What to do for a pod: the KuryrPort change, and the finalizer change once the KuryrPort is gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodActions {
     pub finalizer: FinalizerChange,
@@ -128,43 +133,39 @@ impl PodActions {
 
 /// Decides the pod front end's actions from the pod and its KuryrPort (same namespace and name), if any.
 ///
-/// - Pods to wire get the pod finalizer (not static pods: their mirror pod is the kubelet's to delete, and a
-///   finalizer would keep it around) and a KuryrPort. A KuryrPort left by an earlier pod of the same name
-///   (another UID, e.g. a StatefulSet pod recreated) is deleted first; the new one is created once it is gone.
+/// - Pods to wire get a KuryrPort. A KuryrPort left by an earlier pod of the same name (another UID, e.g. a
+///   StatefulSet pod recreated) is deleted first; the new one is created once it is gone.
 /// - Pods to release get their KuryrPort deleted (its own finalizer holds it until the ports are gone) and,
-///   once it is gone, lose the pod finalizer.
+///   once it is gone, lose a pod finalizer an earlier controller left (upstream Kuryr put one on every pod).
 pub fn pod_actions(pod: &SlimPod, kuryrport: Option<&KuryrPort>) -> PodActions {
-    let has_finalizer = has_pod_finalizer(pod);
     let kp_deleting = kuryrport.is_some_and(|kp| kp.metadata.deletion_timestamp.is_some());
     let kp_current =
         kuryrport.is_some_and(|kp| Some(kp.spec.pod_uid.as_str()) == pod.metadata.uid.as_deref());
-    let release = |has_finalizer: bool| match kuryrport {
+    let release = || match kuryrport {
         Some(_) if kp_deleting => PodActions::NOTHING,
         Some(_) => PodActions {
             finalizer: FinalizerChange::None,
             kuryrport: KuryrPortChange::Delete,
         },
-        None if has_finalizer => PodActions {
+        None if has_pod_finalizer(pod) => PodActions {
             finalizer: FinalizerChange::Remove,
             kuryrport: KuryrPortChange::None,
         },
         None => PodActions::NOTHING,
     };
     match disposition(pod) {
-        PodDisposition::HostNetwork | PodDisposition::Release => release(has_finalizer),
+        PodDisposition::HostNetwork | PodDisposition::Release => release(),
         PodDisposition::Unscheduled => PodActions::NOTHING,
-        PodDisposition::Wire { static_pod, .. } => {
-            let finalizer = if !has_finalizer && !static_pod {
-                FinalizerChange::Add
-            } else {
-                FinalizerChange::None
-            };
+        PodDisposition::Wire { .. } => {
             let kuryrport = match kuryrport {
                 None => KuryrPortChange::Create,
                 Some(_) if kp_deleting || kp_current => KuryrPortChange::None,
                 Some(_) => KuryrPortChange::Delete,
             };
-            PodActions { finalizer, kuryrport }
+            PodActions {
+                finalizer: FinalizerChange::None,
+                kuryrport,
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The Pod front end: one reconcile per Pod, on a reflector cache (the KuryrPort comes from the KuryrPort
-//! controller's cache, not from a GET). `kuryr_core::pod::pod_actions` decides; this carries it out. A pod
-//! being deleted keeps its finalizer until its KuryrPort is gone, so it never disappears while it holds a
-//! port.
+//! controller's cache, not from a GET). `kuryr_core::pod::pod_actions` decides; this carries it out. The pod
+//! carries no finalizer of ours (see `kuryr_core::pod`): its KuryrPort, owned by it, holds the ports; a pod
+//! finalizer an earlier controller left is taken off once the KuryrPort is gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +27,8 @@ impl Reconciled for SlimPod {
 /// While a KuryrPort is being deleted: look again soon, in case its deletion event reached the cache
 /// before it reached this controller's trigger (or the other way round).
 const WAIT_FOR_KURYRPORT: Duration = Duration::from_secs(1);
-/// How long a KuryrPort or pod finalizer this controller made may be missing from its cache before it is
-/// made again.
+/// How long a KuryrPort this controller made may be missing from its cache before it is made again.
 const CACHE_LAG: Duration = Duration::from_secs(5);
-/// Next look at a pod whose cached finalizer list was behind the server's.
-const STALE_CACHE: Duration = Duration::from_millis(200);
 /// Latest next look at a terminating pod whose containers still run.
 const DRAIN_LOOK: Duration = Duration::from_secs(30);
 /// Re-check of a pod in another controller's namespace (it may be relabelled into the selector). A pod
@@ -66,28 +63,7 @@ pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
         tell_refused(&pod, &ctx).await;
     }
 
-    // A new pod's finalizer and KuryrPort are written side by side: the KuryrPort is owned by the pod, so
-    // should the pod go before its finalizer lands, Kubernetes' garbage collector deletes the KuryrPort and
-    // its own finalizer releases the port. In turn, a pod's wait for its port is one apiserver write shorter.
-    let finalizer_wanted = actions.finalizer == FinalizerChange::Add;
-    let (finalized, created) = match actions.kuryrport {
-        KuryrPortChange::Create => {
-            let (f, c) = tokio::join!(
-                add_finalizer(finalizer_wanted, &pods, &pod, &ctx, &uid),
-                create_once(&kps, &pod, &ctx, &uid)
-            );
-            (f?, c?)
-        }
-        _ => (
-            add_finalizer(finalizer_wanted, &pods, &pod, &ctx, &uid).await?,
-            true,
-        ),
-    };
-    if !finalized {
-        debug!("finalizer list changed under the cached pod; looking again");
-        return Ok(Action::requeue(STALE_CACHE));
-    }
-    if !created {
+    if actions.kuryrport == KuryrPortChange::Create && !create_once(&kps, &pod, &ctx, &uid).await? {
         debug!("KuryrPort created, not in the cache yet");
         return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
@@ -122,29 +98,6 @@ pub async fn reconcile(pod: Arc<SlimPod>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::requeue(WAIT_FOR_KURYRPORT));
     }
     Ok(Action::await_change())
-}
-
-/// Adds the pod finalizer when `wanted`, unless this controller just did (its cache may lag); false when
-/// the cached finalizer list was behind the server's (the patch tests it).
-async fn add_finalizer(
-    wanted: bool,
-    pods: &Api<SlimPod>,
-    pod: &SlimPod,
-    ctx: &Context,
-    uid: &Uid,
-) -> Result<bool> {
-    if !wanted {
-        return Ok(true);
-    }
-    if ctx.book.finalizer_just_added(uid, CACHE_LAG) {
-        debug!("finalizer added, not in the cached pod yet");
-        return Ok(true);
-    }
-    let added = finalizer::add(pods, pod, finalizers::POD).await?;
-    if added {
-        ctx.book.finalizer_added(uid, CACHE_LAG);
-    }
-    Ok(added)
 }
 
 /// Creates the pod's KuryrPort unless this controller just did (its cache may lag: then false).

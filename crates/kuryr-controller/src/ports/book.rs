@@ -19,8 +19,6 @@ pub struct PortBook {
     written: Mutex<HashMap<Uid, KuryrPortStatus>>,
     /// Per pod uid: when first seen (time-to-wire) and how many ACTIVE polls so far.
     wiring: Mutex<HashMap<Uid, Wiring>>,
-    /// Per pod uid: when the Pod front end added its finalizer, while the pod cache may not show it yet.
-    finalizer_added: Mutex<HashMap<Uid, Instant>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -105,25 +103,8 @@ impl PortBook {
         }
     }
 
-    /// The Pod front end added pod `pod_uid`'s finalizer (entries older than `window` are dropped here).
-    pub fn finalizer_added(&self, pod_uid: &Uid, window: Duration) {
-        let mut added = lock(&self.finalizer_added);
-        added.retain(|_, at| at.elapsed() < window);
-        added.insert(pod_uid.clone(), Instant::now());
-    }
-
-    /// Whether pod `pod_uid`'s finalizer was added less than `window` ago: a cached pod without it is
-    /// behind (a KuryrPort event can wake the pod's reconcile before the pod's own update lands), and adding
-    /// it again is a request the API server refuses (the patch tests the list; measured in a 500-pod burst:
-    /// 926 refused patches, 29 % of the controller's requests).
-    pub fn finalizer_just_added(&self, pod_uid: &Uid, window: Duration) -> bool {
-        lock(&self.finalizer_added)
-            .get(pod_uid)
-            .is_some_and(|at| at.elapsed() < window)
-    }
-
     /// Whether the pod's KuryrPort was created less than `window` ago: a cache without it is behind (the
-    /// finalizer's pod update triggers the next reconcile before the KuryrPort's event lands), and creating
+    /// pod's next update, e.g. its status, triggers the next reconcile before the KuryrPort's event lands), and creating
     /// it again is a refused request per pod (measured: 40 creates for 20 pods, half answered 409).
     pub fn kuryrport_just_created(&self, pod_uid: &Uid, window: Duration) -> bool {
         lock(&self.wiring)

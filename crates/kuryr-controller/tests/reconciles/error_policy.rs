@@ -7,7 +7,7 @@ use http::Method;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Error as FinalizerError;
 use kuryr_api::conditions::{find_condition, READY};
-use kuryr_api::k8s_openapi::api::core::v1::PodSpec;
+use kuryr_api::k8s_openapi::api::core::v1::{PodSpec, PodStatus};
 use kuryr_api::{KuryrPort, ObjectMeta, Pod, SlimPod};
 use kuryr_controller::toolkit::error_policy;
 use kuryr_controller::Error;
@@ -105,27 +105,23 @@ async fn a_failed_reconcile_is_a_warning_event_and_ready_false_with_its_reason()
 }
 
 #[tokio::test]
-async fn a_finalizer_patch_refused_because_the_cache_is_behind_is_retried_shortly_and_the_kuryrport_made_beside_it(
-) {
+async fn a_new_pod_gets_its_kuryrport_owned_by_it_and_is_not_written_itself() {
     let cloud = TestCloud::start().await;
     let h = harness(&cloud, |_| {});
     let pod = bare_pod("web-0");
     let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-0"), &pod);
     let pod: SlimPod = serde_json::from_value(stored).unwrap();
     let uid = pod.metadata.uid.clone().unwrap();
-    // The server's finalizer list is not the one the cached pod shows: the patch's `test` op fails.
-    h.api.fail(Method::PATCH, "/pods/web-0", 422, 1);
 
-    let action = kuryr_controller::pods::frontend::reconcile(Arc::new(pod), h.ctx.clone())
+    kuryr_controller::pods::frontend::reconcile(Arc::new(pod), h.ctx.clone())
         .await
         .unwrap();
 
-    assert_eq!(action, Action::requeue(Duration::from_millis(200)));
-    assert!(h.api.event_reasons().is_empty());
-    // The KuryrPort does not wait for the finalizer: it is written beside it, owned by the pod, so that
-    // Kubernetes' garbage collector deletes it should the pod go before its finalizer lands.
+    // No pod finalizer: the KuryrPort, owned by the pod, goes with it through Kubernetes' garbage
+    // collector, and its own finalizer holds the ports until they are released.
+    assert!(h.api.requests(Method::PATCH, "/pods/web-0").is_empty());
     let posts = h.api.requests(Method::POST, "/kuryrports");
-    assert_eq!(posts.len(), 1, "the KuryrPort is written beside the finalizer");
+    assert_eq!(posts.len(), 1);
     let owners = &posts[0].body["metadata"]["ownerReferences"];
     assert_eq!(owners[0]["kind"], "Pod");
     assert_eq!(owners[0]["uid"], uid.as_str());
@@ -139,7 +135,7 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
     let pod = bare_pod("web-1");
     h.api.put(&apiserver::path("v1", NS, "pods", "web-1"), &pod);
     let reconcile = || async {
-        // As the watch delivers it: the stored pod (its finalizer added by the first round).
+        // As the watch delivers it: the stored pod.
         let now: SlimPod =
             serde_json::from_value(h.api.get(&apiserver::path("v1", NS, "pods", "web-1")).unwrap()).unwrap();
         kuryr_controller::pods::frontend::reconcile(Arc::new(now), h.ctx.clone())
@@ -148,7 +144,7 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
     };
 
     reconcile().await;
-    // The finalizer's update triggers the next round; the KuryrPort cache has not seen the create yet.
+    // The pod's next update triggers the next round; the KuryrPort cache has not seen the create yet.
     let action = reconcile().await;
 
     assert_eq!(
@@ -159,31 +155,70 @@ async fn a_pod_reconciled_again_before_its_kuryrport_reaches_the_cache_does_not_
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
 }
 
-#[tokio::test]
-async fn a_pod_reconciled_from_a_cache_behind_its_finalizer_is_not_patched_again() {
-    let cloud = TestCloud::start().await;
-    let h = harness(&cloud, |_| {});
-    let pod = bare_pod("web-2");
-    let stored = h.api.put(&apiserver::path("v1", NS, "pods", "web-2"), &pod);
-    let stale: Arc<SlimPod> = Arc::new(serde_json::from_value(stored).unwrap());
-
-    // The first round adds the finalizer; a KuryrPort event then wakes the pod's reconcile while the cache
-    // still holds the pod as it was before that patch.
-    for _ in 0..2 {
-        kuryr_controller::pods::frontend::reconcile(stale.clone(), h.ctx.clone())
-            .await
-            .unwrap();
-    }
-
-    assert_eq!(
-        h.api.requests(Method::PATCH, "/pods/web-2").len(),
-        1,
-        "one finalizer patch"
-    );
-    assert_eq!(h.api.requests(Method::POST, "/kuryrports").len(), 1);
+/// A released pod (Succeeded) still carrying the pod finalizer upstream Kuryr put on every pod.
+fn released_upstream_pod(name: &str) -> Pod {
+    let mut pod = bare_pod(name);
+    pod.metadata.finalizers = Some(vec![kuryr_api::finalizers::POD.into()]);
+    pod.status = Some(PodStatus {
+        phase: Some("Succeeded".into()),
+        ..Default::default()
+    });
+    pod
 }
 
-/// A pod as first stored: scheduled on worker-1, no finalizer, no annotation.
+fn finalizers_of(h: &crate::harness::Harness, name: &str) -> Vec<serde_json::Value> {
+    let stored = h.api.get(&apiserver::path("v1", NS, "pods", name)).unwrap();
+    stored["metadata"]["finalizers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_released_pod_loses_the_finalizer_an_earlier_controller_left_once_its_kuryrport_is_gone() {
+    let cloud = TestCloud::start().await;
+    let h = harness(&cloud, |_| {});
+    let stored = h.api.put(
+        &apiserver::path("v1", NS, "pods", "web-2"),
+        &released_upstream_pod("web-2"),
+    );
+    let pod: SlimPod = serde_json::from_value(stored).unwrap();
+
+    kuryr_controller::pods::frontend::reconcile(Arc::new(pod), h.ctx.clone())
+        .await
+        .unwrap();
+
+    assert_eq!(h.api.requests(Method::PATCH, "/pods/web-2").len(), 1);
+    assert!(
+        finalizers_of(&h, "web-2").is_empty(),
+        "the left finalizer taken off"
+    );
+    assert!(h.api.requests(Method::POST, "/kuryrports").is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_removal_of_a_left_finalizer_fails_the_round_and_the_next_one_removes_it() {
+    let cloud = TestCloud::start().await;
+    let h = harness(&cloud, |_| {});
+    let stored = h.api.put(
+        &apiserver::path("v1", NS, "pods", "web-3"),
+        &released_upstream_pod("web-3"),
+    );
+    let pod: Arc<SlimPod> = Arc::new(serde_json::from_value(stored).unwrap());
+    // Another writer changed the finalizer list: the patch's `test` op fails.
+    h.api.fail(Method::PATCH, "/pods/web-3", 422, 1);
+
+    let first = kuryr_controller::pods::frontend::reconcile(pod.clone(), h.ctx.clone()).await;
+    assert!(first.is_err(), "a refused patch is not taken as done");
+    assert_eq!(finalizers_of(&h, "web-3").len(), 1);
+
+    kuryr_controller::pods::frontend::reconcile(pod, h.ctx.clone())
+        .await
+        .unwrap();
+    assert!(finalizers_of(&h, "web-3").is_empty());
+}
+
+/// A pod as first stored: scheduled on worker-1, no annotation.
 fn bare_pod(name: &str) -> Pod {
     Pod {
         metadata: ObjectMeta {

@@ -98,18 +98,37 @@ fn pods_without_a_node_wait() {
 }
 
 #[test]
-fn a_new_pod_gets_the_finalizer_and_a_kuryrport() {
+fn a_new_pod_gets_a_kuryrport_and_no_finalizer() {
     let pod = mk_pod("web").build();
     assert_eq!(
         pod_actions(&pod, None),
-        actions(FinalizerChange::Add, KuryrPortChange::Create)
+        actions(FinalizerChange::None, KuryrPortChange::Create)
     );
-    let pod = mk_pod("web").finalized().build();
     assert_eq!(pod_actions(&pod, Some(&mk_kp("uid-web"))), PodActions::NOTHING);
 }
 
 #[test]
-fn static_pods_are_wired_without_a_finalizer() {
+fn a_running_pod_keeps_the_finalizer_an_earlier_controller_left_until_it_is_released() {
+    let pod = mk_pod("web").finalized().build();
+    assert_eq!(pod_actions(&pod, Some(&mk_kp("uid-web"))), PodActions::NOTHING);
+    let deleted = mk_pod("web").finalized().deleting().build();
+    assert_eq!(
+        pod_actions(&deleted, Some(&mk_kp("uid-web"))),
+        actions(FinalizerChange::None, KuryrPortChange::Delete)
+    );
+    assert_eq!(
+        pod_actions(&deleted, None),
+        actions(FinalizerChange::Remove, KuryrPortChange::None)
+    );
+    // Without one, a released pod whose KuryrPort is gone needs nothing.
+    assert_eq!(
+        pod_actions(&mk_pod("web").deleting().build(), None),
+        PodActions::NOTHING
+    );
+}
+
+#[test]
+fn static_pods_are_wired_and_marked_static() {
     let pod = mk_pod("etcd")
         .annotated(annotations::CONFIG_SOURCE, "file")
         .build();
@@ -134,7 +153,7 @@ fn static_pods_are_wired_without_a_finalizer() {
 }
 
 #[test]
-fn terminal_pods_release_their_port_then_their_finalizer() {
+fn terminal_pods_release_their_port_then_a_left_finalizer() {
     for phase in ["Succeeded", "Failed"] {
         let pod = mk_pod("job").phase(phase).finalized().build();
         assert_eq!(disposition(&pod), PodDisposition::Release);
@@ -152,7 +171,7 @@ fn terminal_pods_release_their_port_then_their_finalizer() {
 }
 
 #[test]
-fn a_deleted_pod_keeps_its_finalizer_while_its_kuryrport_is_being_finalized() {
+fn a_deleted_pod_keeps_a_left_finalizer_while_its_kuryrport_is_being_finalized() {
     let pod = mk_pod("web").deleting().finalized().build();
     let mut kp = mk_kp("uid-web");
     kp.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
@@ -165,7 +184,7 @@ fn a_deleted_pod_keeps_its_finalizer_while_its_kuryrport_is_being_finalized() {
 
 #[test]
 fn a_kuryrport_left_by_an_older_pod_of_the_same_name_is_replaced() {
-    let pod = mk_pod("db-0").finalized().build();
+    let pod = mk_pod("db-0").build();
     assert_eq!(
         pod_actions(&pod, Some(&mk_kp("uid-of-the-previous-db-0"))),
         actions(FinalizerChange::None, KuryrPortChange::Delete)
@@ -222,7 +241,7 @@ fn running(mut pod: SlimPod, running: bool) -> SlimPod {
 #[test]
 fn a_terminating_pod_keeps_its_network_while_a_container_runs_and_its_grace_period_lasts() {
     let now = Timestamp::UNIX_EPOCH;
-    let mut pod = running(mk_pod("web").finalized().build(), true);
+    let mut pod = running(mk_pod("web").build(), true);
     pod.metadata.deletion_timestamp = Some(Time(now + std::time::Duration::from_secs(30)));
     assert_eq!(draining_for(&pod, now), Some(std::time::Duration::from_secs(30)));
     // The kubelet stopped its containers: released at once.
