@@ -30,8 +30,8 @@ use anyhow::{bail, ensure, Context as _};
 use kuryr_api::k8s_openapi::api::apps::v1::Deployment;
 use kuryr_api::k8s_openapi::api::core::v1::Service;
 use kuryr_api::{
-    Api, Client, DeleteParams, KuryrLoadBalancer, ListParams, Namespace, Pod, PostParams, ResourceExt,
-    VifType,
+    Api, Client, DeleteParams, KuryrLoadBalancer, KuryrPort, ListParams, Namespace, Pod, PostParams,
+    ResourceExt, VifType,
 };
 use kuryr_controller::runtime::{run, Runtime};
 use kuryr_controller::services::ServicesConfig;
@@ -126,9 +126,12 @@ async fn every_macvlan_backend_answers_through_its_services_from_each_node_anoth
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
     let lbs: Api<KuryrLoadBalancer> = Api::namespaced(client.clone(), &ns);
+    // KuryrPorts too: a pod (no finalizer of ours) can be gone while its KuryrPort still releases the port.
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), &ns);
     let deadline = Instant::now() + Duration::from_secs(240);
     while Instant::now() < deadline
         && (!pods.list(&ListParams::default()).await?.items.is_empty()
+            || !kps.list(&ListParams::default()).await?.items.is_empty()
             || !lbs.list(&ListParams::default()).await?.items.is_empty())
     {
         tokio::time::sleep(Duration::from_secs(1)).await;

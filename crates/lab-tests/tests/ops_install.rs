@@ -126,11 +126,17 @@ async fn installed_from_its_image_it_wires_pods_answers_a_service_and_uninstalls
     cluster::delete_namespace(&client, &id).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &id);
+    // KuryrPorts too: a pod (no finalizer of ours) can be gone while its KuryrPort still releases the port.
+    let kps: Api<KuryrPort> = Api::namespaced(client.clone(), &id);
     while Instant::now() < deadline
-        && pods
+        && (pods
             .list(&ListParams::default())
             .await
             .is_ok_and(|l| !l.items.is_empty())
+            || kps
+                .list(&ListParams::default())
+                .await
+                .is_ok_and(|l| !l.items.is_empty()))
     {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

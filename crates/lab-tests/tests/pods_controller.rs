@@ -5,8 +5,8 @@
 //!
 //! Pods are created with `spec.nodeName` set to the lab VMs (no kubelet: they stay Pending but scheduled).
 //! Each test checks that every pod gets a KuryrPort whose status names an ACTIVE Neutron subport with a
-//! VLAN unique on its trunk, then deletes the pods (grace period 0; the pod finalizer is the controller's to
-//! remove) and checks that subports, ports, KuryrPorts and every tagged port are gone. Each test runs its own
+//! VLAN unique on its trunk, then deletes the pods (grace period 0; the pods carry no finalizer of ours, the
+//! KuryrPorts do) and checks that subports, ports, KuryrPorts and every tagged port are gone. Each test runs its own
 //! controller scoped to its own namespace and cluster id, so tests never act on each other's pods.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -333,7 +333,7 @@ async fn scenario(
         port_ids.push((vif.port_id.clone(), trunk));
     }
 
-    // Delete the pods (no kubelet: grace period 0; the controller removes its finalizer).
+    // Delete the pods (no kubelet: grace period 0; their KuryrPorts' finalizers hold the ports' release).
     let dp = DeleteParams {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()

@@ -585,15 +585,15 @@ async fn pod_scenario(
         "pod: AnnotationNotAllowed Event naming both annotations; its port on the pod network in the \
          controller's project"
     );
-    // Released as usual: the pod goes once its port has.
+    // Released as usual: the pod goes, and its KuryrPort once its port has.
     let dp = kuryr_api::DeleteParams {
         grace_period_seconds: Some(0),
         ..Default::default()
     };
     pods.delete("annotated", &dp).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while pods.get_opt("annotated").await?.is_some() {
-        ensure!(Instant::now() < deadline, "the pod was not released");
+    while pods.get_opt("annotated").await?.is_some() || kps.get_opt("annotated").await?.is_some() {
+        ensure!(Instant::now() < deadline, "the pod's port was not released");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())

@@ -247,10 +247,12 @@ async fn scenario(
     for p in ["p0", "p1"] {
         let _ = pods.delete(p, &dp).await;
     }
+    // KuryrPorts too: a pod (no finalizer of ours) can be gone before its port's release has run.
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline
         && (!svcs.list(&ListParams::default()).await?.items.is_empty()
-            || !pods.list(&ListParams::default()).await?.items.is_empty())
+            || !pods.list(&ListParams::default()).await?.items.is_empty()
+            || !kps.list(&ListParams::default()).await?.items.is_empty())
     {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
